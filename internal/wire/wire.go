@@ -1,0 +1,232 @@
+// Package wire holds every JSON shape and header name of the PagPolar API
+// that the SDK and the fake server share.
+//
+// This file is THE one place for the API's shapes. Only the PIX request body,
+// the routes, the Idempotency-Key / Idempotency-Replayed headers, the 409
+// message and the webhook envelope are documented (see ../shared/CONTRACT.md);
+// everything marked ASSUMED below is our best guess, to be corrected here after
+// a run against staging. Neither the client nor the fake declares its own copy.
+package wire
+
+// Headers.
+const (
+	HeaderAuthorization  = "Authorization"                                                    // documented: "Bearer <token>"
+	HeaderIdempotencyKey = "Idempotency-Key"                                                  // documented, <= 255 chars
+	HeaderReplayed       = "Idempotency-Replayed"                                             // documented: "true" on a replay
+	HeaderRetryAfter     = "Retry-After"                                                      // ASSUMED on 429/503, in seconds
+	HeaderRequestID      = "X-Request-Id"                                                     // ASSUMED
+	HeaderTestEvent      = "X-PagPolar-Test"                                                  // documented, webhooks
+	MaxIdempotencyKeyLen = 255                                                                // documented
+	MsgInProgress        = "Uma requisição com este Idempotency-Key já está em processamento" // documented 409 message
+)
+
+// Routes, relative to the base URL (production https://api.pagpolar.com/v1).
+const (
+	RoutePix           = "/payments/pix"                   // documented
+	RouteBoleto        = "/payments/boleto"                // documented
+	RouteCreditCard    = "/payments/credit-card"           // documented
+	RouteSubscribe     = "/plans/offer/{id}/subscribe"     // documented
+	RoutePlanChange    = "/subscriptions/{id}/plan-change" // documented
+	RouteRefunds       = "/refunds"                        // documented (POST create, GET ?sale_identifier=)
+	RouteSales         = "/sales"                          // documented: GET ?external_reference=
+	RouteSale          = "/sales/{identifier}"             // documented
+	RouteSubscription  = "/subscriptions/{id}"             // documented
+	RouteSubscriptions = "/subscriptions"                  // ASSUMED: GET ?external_reference=
+)
+
+// Payment methods as they appear in sales. ASSUMED values.
+const (
+	MethodPix        = "pix"
+	MethodBoleto     = "boleto"
+	MethodCreditCard = "credit_card"
+)
+
+// Statuses. Nowhere documented: ASSUMED. Clients must tolerate unknown values.
+const (
+	SaleStatusPending           = "pending"  // PIX/boleto created, awaiting payment
+	SaleStatusPaid              = "paid"     // card approved, or PIX/boleto paid
+	SaleStatusDeclined          = "declined" // card declined (sale recorded, answer 402)
+	SaleStatusRefunded          = "refunded" // fully refunded
+	SaleStatusPartiallyRefunded = "partially_refunded"
+	SaleStatusCanceled          = "canceled"
+	SaleStatusExpired           = "expired"
+
+	RefundStatusPending   = "pending"
+	RefundStatusCompleted = "completed"
+	RefundStatusFailed    = "failed"
+
+	SubscriptionStatusActive   = "active"
+	SubscriptionStatusPending  = "pending"
+	SubscriptionStatusDelayed  = "delayed"
+	SubscriptionStatusCanceled = "canceled"
+
+	PlanChangeStatusApplied = "applied"
+)
+
+// Customer is documented in the PIX example.
+type Customer struct {
+	Name     string `json:"name"`
+	Email    string `json:"email"`
+	Document string `json:"document"`
+	Phone    string `json:"phone"`
+}
+
+// PixRequest is documented (POST /payments/pix). No amount: the offer carries the price.
+type PixRequest struct {
+	OfferIdentifier   string   `json:"offer_identifier"`
+	ExternalReference string   `json:"external_reference"`
+	Customer          Customer `json:"customer"`
+}
+
+// BoletoRequest is ASSUMED: the PIX body plus an optional due date (YYYY-MM-DD).
+type BoletoRequest struct {
+	OfferIdentifier   string   `json:"offer_identifier"`
+	ExternalReference string   `json:"external_reference"`
+	Customer          Customer `json:"customer"`
+	DueDate           string   `json:"due_date,omitempty"`
+}
+
+// Card is ASSUMED: only a token produced by PagPolar's tokenizer, never a PAN.
+type Card struct {
+	Token string `json:"token"`
+}
+
+// CreditCardRequest is ASSUMED.
+type CreditCardRequest struct {
+	OfferIdentifier   string   `json:"offer_identifier"`
+	ExternalReference string   `json:"external_reference"`
+	Customer          Customer `json:"customer"`
+	Card              Card     `json:"card"`
+	Installments      int      `json:"installments,omitempty"`
+}
+
+// SubscribeRequest is ASSUMED (POST /plans/offer/{id}/subscribe; the offer is in the path).
+type SubscribeRequest struct {
+	ExternalReference string   `json:"external_reference"`
+	Customer          Customer `json:"customer"`
+	PaymentMethod     string   `json:"payment_method"`
+	Card              *Card    `json:"card,omitempty"`
+}
+
+// PlanChangeRequest is ASSUMED (POST /subscriptions/{id}/plan-change).
+type PlanChangeRequest struct {
+	OfferIdentifier string `json:"offer_identifier"` // the new plan's offer
+}
+
+// RefundRequest is ASSUMED (POST /refunds). Amount in centavos; partial refunds allowed.
+type RefundRequest struct {
+	SaleIdentifier string `json:"sale_identifier"`
+	Amount         int64  `json:"amount"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// Sale is ASSUMED (identifier, status, external_reference, payment_method and
+// amount are named in CONTRACT.md; the rest is a guess). Amount in centavos.
+type Sale struct {
+	Identifier        string  `json:"identifier"`
+	Status            string  `json:"status"`
+	ExternalReference string  `json:"external_reference"`
+	PaymentMethod     string  `json:"payment_method"`
+	Amount            int64   `json:"amount"`
+	RefundedAmount    int64   `json:"refunded_amount"`
+	OfferIdentifier   string  `json:"offer_identifier"`
+	SubscriptionID    string  `json:"subscription_id,omitempty"`
+	CreatedAt         string  `json:"created_at"` // RFC 3339
+	Pix               *Pix    `json:"pix,omitempty"`
+	Boleto            *Boleto `json:"boleto,omitempty"`
+}
+
+// Pix is ASSUMED.
+type Pix struct {
+	QRCode    string `json:"qr_code"`
+	CopyPaste string `json:"copy_paste"`
+	ExpiresAt string `json:"expires_at,omitempty"`
+}
+
+// Boleto is ASSUMED.
+type Boleto struct {
+	URL     string `json:"url"`
+	Barcode string `json:"barcode"`
+	DueDate string `json:"due_date"`
+}
+
+// Refund is ASSUMED.
+type Refund struct {
+	Identifier     string `json:"identifier"`
+	SaleIdentifier string `json:"sale_identifier"`
+	Amount         int64  `json:"amount"`
+	Status         string `json:"status"`
+	CreatedAt      string `json:"created_at"`
+}
+
+// PlanChange is ASSUMED: both the answer to plan-change and an entry of
+// Subscription.PlanChanges (the lookup that settles a lost plan-change answer).
+type PlanChange struct {
+	ID                  string `json:"id"`
+	SubscriptionID      string `json:"subscription_id"`
+	FromOfferIdentifier string `json:"from_offer_identifier"`
+	OfferIdentifier     string `json:"offer_identifier"`
+	Status              string `json:"status"`
+	CreatedAt           string `json:"created_at"`
+}
+
+// Subscription is ASSUMED.
+type Subscription struct {
+	ID                string       `json:"id"`
+	Status            string       `json:"status"`
+	ExternalReference string       `json:"external_reference"`
+	OfferIdentifier   string       `json:"offer_identifier"`
+	PaymentMethod     string       `json:"payment_method"`
+	Amount            int64        `json:"amount"`
+	NextBillingAt     string       `json:"next_billing_at"`
+	CreatedAt         string       `json:"created_at"`
+	PlanChanges       []PlanChange `json:"plan_changes"`
+}
+
+// List is ASSUMED: every list route answers {"data": [...]}.
+type List[T any] struct {
+	Data []T `json:"data"`
+}
+
+// Error is ASSUMED: {"code": "...", "message": "..."}; clients parse leniently
+// and keep the raw body.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes the fake uses. ASSUMED.
+const (
+	CodeUnauthorized   = "unauthorized"
+	CodeValidation     = "validation_error"
+	CodeNotFound       = "not_found"
+	CodeInProgress     = "idempotency_in_progress"
+	CodeRateLimited    = "rate_limited"
+	CodeUnavailable    = "service_unavailable" // the API's own 503 (load shedding)
+	CodeDeclined       = "declined"
+	CodeInternal       = "internal_error"
+	CodeRefundTooLarge = "refund_exceeds_sale"
+)
+
+// Webhook envelope: documented fields id, creation_date, event, data, test.
+type WebhookEnvelope struct {
+	ID           string      `json:"id"`
+	CreationDate string      `json:"creation_date"`
+	Event        string      `json:"event"`
+	Data         WebhookData `json:"data"`
+	Test         bool        `json:"test,omitempty"`
+}
+
+// WebhookData is documented to carry data.transaction or data.subscription.
+// The inner shapes are ASSUMED to be the REST shapes, plus "id" on the transaction
+// (the dedupe key uses data.transaction.id).
+type WebhookData struct {
+	Transaction  *WebhookTransaction `json:"transaction,omitempty"`
+	Subscription *Subscription       `json:"subscription,omitempty"`
+}
+
+// WebhookTransaction is ASSUMED: a Sale whose id is also given as "id".
+type WebhookTransaction struct {
+	ID string `json:"id"`
+	Sale
+}

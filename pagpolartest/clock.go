@@ -1,0 +1,82 @@
+package pagpolartest
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is a clock that runs with real time but can be moved forward by
+// tests: Now is the real time plus an offset that Advance grows. Waits made
+// through After end when their deadline is reached either way, so a test can
+// cross the 60 s in-processing mark or the 24 h replay window without sleeping,
+// while short real-time delays still pass on their own.
+//
+// The same Clock can be given to the client and to the memory key store so
+// that every party sees one time line.
+type Clock struct {
+	mu      sync.Mutex
+	offset  time.Duration
+	waiters map[*waiter]struct{}
+}
+
+type waiter struct {
+	deadline time.Time
+	ch       chan time.Time
+	timer    *time.Timer
+}
+
+// NewClock returns a Clock at the real time.
+func NewClock() *Clock { return &Clock{waiters: make(map[*waiter]struct{})} }
+
+// Now returns the real time plus every Advance so far.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+// Advance moves the clock forward by d and fires the waits it passes.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	now := time.Now().Add(c.offset)
+	var due []*waiter
+	for w := range c.waiters {
+		if !now.Before(w.deadline) {
+			due = append(due, w)
+			delete(c.waiters, w)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range due {
+		w.timer.Stop()
+		w.ch <- now // buffered, sent once
+	}
+}
+
+// After returns a channel that receives the clock's time once d has passed
+// on this clock (real time or Advance, whichever comes first).
+func (c *Clock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.Now()
+		return ch
+	}
+	c.mu.Lock()
+	w := &waiter{deadline: time.Now().Add(c.offset).Add(d), ch: ch}
+	c.waiters[w] = struct{}{}
+	w.timer = time.AfterFunc(d, func() { c.fire(w) })
+	c.mu.Unlock()
+	return ch
+}
+
+func (c *Clock) fire(w *waiter) {
+	c.mu.Lock()
+	_, pending := c.waiters[w]
+	delete(c.waiters, w)
+	now := time.Now().Add(c.offset)
+	c.mu.Unlock()
+	if pending {
+		w.ch <- now
+	}
+}
