@@ -61,8 +61,10 @@ type Record struct {
 	Fingerprint string // keyed fingerprint of the parameters (rule 10)
 	State       State
 
-	// Version is bumped by the store on every successful write; Update
-	// succeeds only when the caller's Version equals the stored one.
+	// Version is bumped by the store on every successful write of the
+	// record's data (Create sets 1, each Update adds one; lease changes by
+	// Acquire, Renew and Release leave it alone); Update succeeds only when
+	// the caller's Version equals the stored one.
 	Version int64
 
 	Attempts    int       // requests sent so far (every attempt, counted by the engine)
@@ -110,7 +112,8 @@ type Store interface {
 	// the new record a lease held by owner for ttl (LeaseToken 1). When the write
 	// returns nil it is durable (for durable stores: committed to disk / AOF as
 	// the store documents). The store sets Version (to 1), CreatedAt, UpdatedAt,
-	// LeaseToken and LeaseExpiresAt; it returns the stored record.
+	// LeaseToken and LeaseExpiresAt; it returns the stored record. An empty
+	// State is stored as pending; an empty OperationID is an error.
 	// If the operation exists, Create returns the existing record (as stored)
 	// and an error wrapping ErrExists, changing nothing.
 	Create(ctx context.Context, rec Record, owner string, ttl time.Duration) (Record, error)
