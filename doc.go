@@ -1,0 +1,43 @@
+// Package pagpolar is a client for the PagPolar payment API that moves money
+// exactly once: at most one successful effect per business operation (a PIX,
+// boleto or card charge, a subscription, a plan change, a refund), and every
+// operation ends with a known outcome — or with an explicit
+// ErrOutcomeUnknown that a later call settles.
+//
+// # How
+//
+// Every money-moving call is a business operation with a stable ID (derived
+// from the external reference for charges, given by you for refunds and plan
+// changes). Before the first byte is sent, the operation's Idempotency-Key,
+// a fingerprint of its params and its state are written to a durable key
+// store (package keystore). The client then:
+//
+//   - resends with the same key only when the answer proves nothing was
+//     processed (429, the API's own 503, a connection that never opened),
+//     after backoff and within a client-wide retry budget;
+//   - after an ambiguous attempt (500/502/504, a lost answer, a timeout, a
+//     409 for a request still running), looks the effect up by
+//     external_reference (or the sale's refunds, or the subscription) and
+//     resends only when the lookup says "not found" and the original request
+//     must have ended (the API's 60 s in-processing window has passed);
+//   - checks every 2xx against the request (a replay returns the first
+//     answer for the key, whatever was sent now);
+//   - lets one worker at a time act on an operation (a lease with a fencing
+//     token in the store), so goroutines and processes sharing a store never
+//     send the same operation concurrently.
+//
+// Calling a method again with the same operation ID is always safe: a
+// settled operation is answered from the store without a request; an
+// unsettled one is settled first. Client.Resume and Client.ResumeAll settle
+// operations left by a crash without ever charging.
+//
+// The rules are written out in SAFETY.md and the API's behaviour in
+// CONTRACT.md (both in the repository's shared folder); each rule has a test
+// named after it.
+//
+// # Limits
+//
+// A server that keeps processing past its in-processing window, a lookup that
+// lags longer than RetryPolicy.SettleDelay, and two hosts with separate
+// stores and random keys can still produce a second effect; see README.md.
+package pagpolar

@@ -1,0 +1,194 @@
+package pagpolar
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Every error the SDK returns wraps at most a few of these;
+// test with errors.Is. The functions that return them say which.
+var (
+	// ErrUnauthorized: the API answered 401 or 403 (bad or expired token).
+	// Nothing was processed; the operation is left not_executed.
+	ErrUnauthorized = errors.New("pagpolar: unauthorized")
+
+	// ErrValidation: the params failed local validation (a *ValidationError,
+	// nothing saved or sent) or the API answered 400 (the key was not
+	// registered; the operation failed).
+	ErrValidation = errors.New("pagpolar: invalid request")
+
+	// ErrDeclined: the payment was declined. The declined sale exists; the
+	// operation failed. A new attempt needs a new operation ID
+	// (e.g. "retry-{order}-{attempt}") and usually new card data.
+	ErrDeclined = errors.New("pagpolar: payment declined")
+
+	// ErrRateLimited: the API answered 429 and the retries allowed by the
+	// policy ran out. Nothing was processed; the operation is not_executed.
+	ErrRateLimited = errors.New("pagpolar: rate limited")
+
+	// ErrUnavailable: the API shed the request with its own 503 and the retries
+	// ran out. Nothing was processed; the operation is not_executed.
+	ErrUnavailable = errors.New("pagpolar: service unavailable")
+
+	// ErrInProgress: another worker (goroutine or process) holds this
+	// operation, or the API answered 409 to it and the context ended while
+	// waiting. Call again later: the operation's outcome will be settled.
+	ErrInProgress = errors.New("pagpolar: operation in progress elsewhere")
+
+	// ErrOutcomeUnknown: a request may or may not have taken effect and the
+	// SDK could not settle it yet (the context or settle time ran out while
+	// the original could still commit, or no reliable lookup exists for the
+	// route). The record is kept in state unknown. Settle it with
+	// Client.Resume (never charges) or by calling the same method again with
+	// the same operation ID (looks up first, resends only on a trusted
+	// not-found). Never retry it with a new operation ID.
+	ErrOutcomeUnknown = errors.New("pagpolar: outcome unknown")
+
+	// ErrParamsMismatch: the operation ID is already recorded with different
+	// params (SAFETY rule 10; nothing was sent), or the API returned a 2xx that
+	// belongs to another request (rule 7: an operation-ID/key collision).
+	ErrParamsMismatch = errors.New("pagpolar: operation ID reused with different params")
+
+	// ErrStoreUnavailable: the key store could not record the operation, so
+	// nothing was sent (SAFETY rule 1).
+	ErrStoreUnavailable = errors.New("pagpolar: key store unavailable")
+
+	// ErrBudgetExhausted: the client-wide retry budget is spent (the API is
+	// failing a large share of requests). The request was definitely not
+	// processed; the operation is not_executed and may be called again later.
+	ErrBudgetExhausted = errors.New("pagpolar: retry budget exhausted")
+
+	// ErrNotFound: a read route answered 404, or a refund/plan change targets a
+	// sale or subscription the API does not know.
+	ErrNotFound = errors.New("pagpolar: not found")
+
+	// ErrLeaseLost: this worker's lease on the operation expired and another
+	// worker took it over; this worker stopped before sending again.
+	ErrLeaseLost = errors.New("pagpolar: lease on operation lost")
+
+	// ErrOperationTooOld: the operation is older than the client's
+	// MaxOperationAge, so it is settled but not resent (SAFETY rule 6).
+	ErrOperationTooOld = errors.New("pagpolar: operation too old to send again")
+)
+
+// APIError is a non-2xx answer from the API. Its Raw body has every
+// occurrence of the access token removed.
+type APIError struct {
+	StatusCode int
+	Code       string // the API's error code, when its JSON body has one
+	Message    string // the API's human message, when its JSON body has one
+	RequestID  string // X-Request-Id
+	Key        string // Idempotency-Key of the request, if any
+	Raw        string // the body, truncated to 4 KiB, secrets removed
+	FromAPI    bool   // the body is the API's JSON error (not an intermediary's page)
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pagpolar: API answered %d", e.StatusCode)
+	if e.Code != "" {
+		fmt.Fprintf(&b, " %s", e.Code)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", oneLine(e.Message))
+	} else if !e.FromAPI && e.Raw != "" {
+		b.WriteString(" (not the API's JSON body: an intermediary?)")
+	}
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " (request %s)", e.RequestID)
+	}
+	return b.String()
+}
+
+// Is lets errors.Is match an APIError to the sentinel its status means.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrUnauthorized:
+		return e.StatusCode == 401 || e.StatusCode == 403
+	case ErrValidation:
+		return e.StatusCode == 400
+	case ErrDeclined:
+		return e.StatusCode == 402 || e.Code == "declined"
+	case ErrRateLimited:
+		return e.StatusCode == 429
+	case ErrUnavailable:
+		return e.StatusCode == 503 && e.FromAPI
+	case ErrInProgress:
+		return e.StatusCode == 409
+	case ErrNotFound:
+		return e.StatusCode == 404
+	}
+	return false
+}
+
+// ValidationError reports params that failed local validation. Nothing was
+// saved or sent.
+type ValidationError struct {
+	Field  string // the params field, e.g. "Customer.Email"
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("pagpolar: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrValidation) true.
+func (e *ValidationError) Unwrap() error { return ErrValidation }
+
+// OutcomeUnknownError says that an operation may or may not have taken
+// effect. errors.Is(err, ErrOutcomeUnknown) is true. Settle it with
+// Client.Resume(ctx, OperationID) or by calling the same method with the same
+// params again; never with a new operation ID, which could charge twice.
+type OutcomeUnknownError struct {
+	OperationID string
+	Key         string // the Idempotency-Key already sent
+	Reason      string // why it could not be settled yet
+	SettleAfter string // RFC 3339 time after which a not-found is trusted, if known
+	Ref         string // an effect found but not understood (e.g. a sale with an unknown status)
+	Err         error  // the last underlying error, if any
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pagpolar: outcome unknown for operation %q (key %s): %s", e.OperationID, e.Key, e.Reason)
+	if e.Ref != "" {
+		fmt.Fprintf(&b, "; found %s", e.Ref)
+	}
+	if e.SettleAfter != "" {
+		fmt.Fprintf(&b, "; a lookup is conclusive after %s", e.SettleAfter)
+	}
+	b.WriteString("; settle with Client.Resume or by repeating the call with the same operation ID, never with a new one")
+	return b.String()
+}
+
+// Unwrap returns ErrOutcomeUnknown and the underlying error.
+func (e *OutcomeUnknownError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrOutcomeUnknown}
+	}
+	return []error{ErrOutcomeUnknown, e.Err}
+}
+
+// OperationError wraps an error with the operation it belongs to.
+type OperationError struct {
+	OperationID string
+	Key         string
+	State       string // the state the record was left in
+	Err         error
+}
+
+func (e *OperationError) Error() string {
+	return fmt.Sprintf("pagpolar: operation %q (%s): %v", e.OperationID, e.State, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *OperationError) Unwrap() error { return e.Err }
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}

@@ -1,0 +1,127 @@
+package pagpolar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// ResumeResult says where an operation stands after Resume.
+type ResumeResult struct {
+	OperationID string
+	Key         string
+	State       keystore.State // succeeded, failed, not_executed, or still unknown/pending
+	Ref         string         // the sale / refund / subscription / plan change, when found
+	Attempts    int
+	Err         error // why it is still unsettled (an *OutcomeUnknownError, ErrInProgress, ...)
+}
+
+// Resume settles an operation left pending or unknown (by a crash, a lost
+// answer or a context that ended), by looking its effect up. It never sends
+// a money request (SAFETY rule 8): a trusted not-found settles the operation
+// as not_executed, and sending again is the caller's decision (call the same
+// method with the same operation ID). Resume waits, within ctx and the
+// policy's MaxSettleWait, until a not-found can be trusted.
+//
+// Errors: ErrNotFound (the store has no such operation), ErrInProgress
+// (another worker holds it), ErrStoreUnavailable. An operation that could not
+// be settled yet is not an error: see ResumeResult.State and Err.
+func (c *Client) Resume(ctx context.Context, operationID string) (*ResumeResult, error) {
+	return c.resume(ctx, operationID, true)
+}
+
+func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeResult, error) {
+	if err := identifier("operationID", opID, maxOperationID); err != nil {
+		return nil, err
+	}
+	sid := c.storeID(opID)
+	rec, err := c.store.Get(ctx, sid)
+	if err != nil {
+		if errors.Is(err, keystore.ErrNotFound) {
+			return nil, fmt.Errorf("pagpolar: operation %q: %w", opID, ErrNotFound)
+		}
+		return nil, fmt.Errorf("pagpolar: operation %q: %w: %w", opID, ErrStoreUnavailable, err)
+	}
+	if rec.State.Settled() {
+		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Attempts: rec.Attempts}, nil
+	}
+	rec, err = c.store.Acquire(ctx, sid, c.owner, c.policy.LeaseTTL)
+	if err != nil {
+		if errors.Is(err, keystore.ErrLeaseHeld) {
+			return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Attempts: rec.Attempts, Err: ErrInProgress}, nil
+		}
+		return nil, fmt.Errorf("pagpolar: operation %q: %w: %w", opID, ErrStoreUnavailable, err)
+	}
+	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}}
+	defer e.release()
+	if rec.State.Settled() { // settled between Get and Acquire
+		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Attempts: rec.Attempts}, nil
+	}
+	if err := json.Unmarshal(rec.Meta, &e.meta); err != nil {
+		return nil, fmt.Errorf("pagpolar: operation %q: corrupt record meta: %w", opID, err)
+	}
+	e.s.path = e.meta.Path
+	if rec.State == keystore.StatePending && rec.Attempts == 0 {
+		// Saved, never sent (a refund that crashed during its snapshot).
+		if _, err := e.settleNotExecuted(ctx); err != nil {
+			return nil, err
+		}
+		return &ResumeResult{OperationID: opID, Key: rec.Key, State: e.rec.State, Attempts: e.rec.Attempts}, nil
+	}
+	if e.meta.TrustAfter.IsZero() {
+		p := c.policy
+		e.meta.TrustAfter = rec.LastSentAt.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
+	}
+	_, serr := e.settle(ctx, false, wait)
+	out := &ResumeResult{OperationID: opID, Key: e.rec.Key, State: e.rec.State, Ref: e.rec.ResultRef, Attempts: e.rec.Attempts}
+	if serr != nil {
+		switch {
+		case errors.Is(serr, ErrOutcomeUnknown), errors.Is(serr, ErrDeclined):
+			out.Err = serr
+		default:
+			return nil, serr
+		}
+	}
+	return out, nil
+}
+
+// ResumeAll settles every operation of this client's credential that is
+// pending (and not leased by a live worker) or unknown, without waiting for
+// in-processing windows: operations that cannot be settled yet are reported
+// with their Err and left for a later run. It never sends a money request.
+// Safe to run while other processes work on the same store.
+func (c *Client) ResumeAll(ctx context.Context) ([]ResumeResult, error) {
+	prefix := c.credentialID + "/"
+	seen := map[string]bool{}
+	var out []ResumeResult
+	for {
+		recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: 500})
+		if err != nil {
+			return out, fmt.Errorf("pagpolar: listing unfinished operations: %w: %w", ErrStoreUnavailable, err)
+		}
+		fresh := 0
+		for _, r := range recs {
+			if seen[r.OperationID] {
+				continue
+			}
+			seen[r.OperationID] = true
+			fresh++
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			res, err := c.resume(ctx, strings.TrimPrefix(r.OperationID, prefix), false)
+			if err != nil {
+				out = append(out, ResumeResult{OperationID: strings.TrimPrefix(r.OperationID, prefix), Key: r.Key, State: r.State, Attempts: r.Attempts, Err: err})
+				continue
+			}
+			out = append(out, *res)
+		}
+		if fresh == 0 || len(recs) < 500 {
+			return out, nil
+		}
+	}
+}

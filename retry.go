@@ -1,0 +1,217 @@
+package pagpolar
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// RetryPolicy says how long and how often the client waits, polls and
+// resends. What may be resent at all is not configurable: it follows
+// SAFETY.md (a write is never retried blindly). The zero value of a field
+// means the DefaultRetryPolicy value.
+type RetryPolicy struct {
+	// MaxAttempts bounds the requests one call sends for answers that prove
+	// nothing was processed (429, the API's own 503, a failed dial). Default 6.
+	MaxAttempts int
+
+	// NewBackOff returns a fresh interval sequence for one call. The default,
+	// DefaultBackOff, is exponential with jitter and a cap.
+	NewBackOff func() backoff.BackOff
+
+	// MaxRetryAfter clamps the server's Retry-After hint. Default 30 s.
+	MaxRetryAfter time.Duration
+
+	// AttemptTimeout bounds one HTTP attempt. A timeout after the request was
+	// written is ambiguous (settled by lookup). Default 30 s.
+	AttemptTimeout time.Duration
+
+	// ProcessingWindow is the server's in-processing mark (documented: up to
+	// 60 s). A "not found" lookup is trusted only once this much time (plus
+	// WindowMargin) has passed since the last send whose answer we did not
+	// get. Shorten it only against a fake server configured the same way.
+	ProcessingWindow time.Duration
+
+	// WindowMargin is added to ProcessingWindow for clock drift and queueing.
+	// Default 5 s.
+	WindowMargin time.Duration
+
+	// SettleDelay: after the original request is known to have ended, a
+	// "not found" is trusted only if it is still not found this long after
+	// the end (lookups can lag behind writes). Default 2 s.
+	SettleDelay time.Duration
+
+	// LookupInterval is the pause between settle lookups. Default 1 s.
+	LookupInterval time.Duration
+
+	// MaxSettleWait bounds how long one call polls lookups before giving up
+	// with ErrOutcomeUnknown (the record stays unknown; a later call or
+	// Resume settles it). Default ProcessingWindow + WindowMargin + SettleDelay
+	// + 10 s, so a call normally outlasts the window.
+	MaxSettleWait time.Duration
+
+	// LeaseTTL is how long a worker's claim on an operation lasts without
+	// renewal. It must exceed AttemptTimeout plus the longest wait. Default
+	// AttemptTimeout + 30 s.
+	LeaseTTL time.Duration
+
+	// LeaseWaitInterval is how often a worker that finds the operation
+	// leased by another checks again. Default 50 ms.
+	LeaseWaitInterval time.Duration
+
+	// ClockSkew is the tolerance when deciding that an effect was created
+	// after the operation's first send (client clock vs server clock).
+	// Default 2 s.
+	ClockSkew time.Duration
+}
+
+// DefaultRetryPolicy is used for every zero field of a client's policy.
+var DefaultRetryPolicy = RetryPolicy{
+	MaxAttempts:       6,
+	NewBackOff:        DefaultBackOff,
+	MaxRetryAfter:     30 * time.Second,
+	AttemptTimeout:    30 * time.Second,
+	ProcessingWindow:  60 * time.Second,
+	WindowMargin:      5 * time.Second,
+	SettleDelay:       2 * time.Second,
+	LookupInterval:    time.Second,
+	LeaseWaitInterval: 50 * time.Millisecond,
+	ClockSkew:         2 * time.Second,
+}
+
+// DefaultBackOff is exponential from 200 ms, ×2, ±50 % jitter, capped at
+// 10 s between attempts, never stopping by itself (the policy bounds the
+// attempts).
+func DefaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 200 * time.Millisecond
+	b.Multiplier = 2
+	b.RandomizationFactor = 0.5
+	b.MaxInterval = 10 * time.Second
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	d := DefaultRetryPolicy
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = d.MaxAttempts
+	}
+	if p.NewBackOff == nil {
+		p.NewBackOff = d.NewBackOff
+	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = d.MaxRetryAfter
+	}
+	if p.AttemptTimeout <= 0 {
+		p.AttemptTimeout = d.AttemptTimeout
+	}
+	if p.ProcessingWindow <= 0 {
+		p.ProcessingWindow = d.ProcessingWindow
+	}
+	if p.WindowMargin <= 0 {
+		p.WindowMargin = d.WindowMargin
+	}
+	if p.SettleDelay <= 0 {
+		p.SettleDelay = d.SettleDelay
+	}
+	if p.LookupInterval <= 0 {
+		p.LookupInterval = d.LookupInterval
+	}
+	if p.MaxSettleWait <= 0 {
+		p.MaxSettleWait = p.ProcessingWindow + p.WindowMargin + p.SettleDelay + 10*time.Second
+	}
+	if p.LeaseTTL <= 0 {
+		p.LeaseTTL = p.AttemptTimeout + 30*time.Second
+	}
+	if p.LeaseWaitInterval <= 0 {
+		p.LeaseWaitInterval = d.LeaseWaitInterval
+	}
+	if p.ClockSkew <= 0 {
+		p.ClockSkew = d.ClockSkew
+	}
+	return p
+}
+
+// nextWait returns the pause before the next attempt: the backoff interval,
+// or the server's Retry-After hint clamped to MaxRetryAfter if longer.
+func (p RetryPolicy) nextWait(b backoff.BackOff, retryAfter time.Duration) time.Duration {
+	w := b.NextBackOff()
+	if w == backoff.Stop {
+		w = p.MaxRetryAfter
+	}
+	if retryAfter > p.MaxRetryAfter {
+		retryAfter = p.MaxRetryAfter
+	}
+	if retryAfter > w {
+		w = retryAfter
+	}
+	return w
+}
+
+// RetryBudget limits retries client-wide so that an API that is down is not
+// hit by every caller's retries at once (after gRPC's retry throttling): each
+// failed attempt costs one token, each success earns TokenRatio, and a retry
+// is allowed only while more than half of MaxTokens remain. First attempts
+// are never blocked. Safe for concurrent use.
+type RetryBudget struct {
+	mu     sync.Mutex
+	tokens float64
+	max    float64
+	ratio  float64
+}
+
+// NewRetryBudget returns a full budget. maxTokens <= 0 means 100; ratio <= 0
+// means 0.1.
+func NewRetryBudget(maxTokens, ratio float64) *RetryBudget {
+	if maxTokens <= 0 {
+		maxTokens = 100
+	}
+	if ratio <= 0 {
+		ratio = 0.1
+	}
+	return &RetryBudget{tokens: maxTokens, max: maxTokens, ratio: ratio}
+}
+
+func (b *RetryBudget) onFailure() {
+	b.mu.Lock()
+	b.tokens = math.Max(0, b.tokens-1)
+	b.mu.Unlock()
+}
+
+func (b *RetryBudget) onSuccess() {
+	b.mu.Lock()
+	b.tokens = math.Min(b.max, b.tokens+b.ratio)
+	b.mu.Unlock()
+}
+
+// allowRetry reports whether one more retry may be sent now.
+func (b *RetryBudget) allowRetry() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tokens > b.max/2
+}
+
+// Tokens returns the tokens left (for metrics and tests).
+func (b *RetryBudget) Tokens() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tokens
+}
+
+// sleep waits d on the client's clock or until ctx ends.
+func sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.After(d):
+		return nil
+	}
+}

@@ -1,0 +1,130 @@
+package pagpolar
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+)
+
+// Customer is the payer. Personal data is sent to the API but never kept in
+// the key store.
+type Customer struct {
+	Name     string
+	Email    string
+	Document string // CPF (11 digits) or CNPJ (14 digits); punctuation is allowed
+	Phone    string // optional
+}
+
+// Sale is a PagPolar sale. Amounts are integer centavos. Status is kept as
+// the API sends it: values the SDK does not know are preserved, never
+// interpreted as success.
+type Sale struct {
+	ID                string      `json:"id"`
+	Status            string      `json:"status"`
+	ExternalReference string      `json:"external_reference"`
+	PaymentMethod     string      `json:"payment_method"`
+	OfferID           string      `json:"offer_id,omitempty"`
+	SubscriptionID    string      `json:"subscription_id,omitempty"` // set on subscription and renewal sales
+	Amount            int64       `json:"amount"`
+	RefundedAmount    int64       `json:"refunded_amount,omitempty"`
+	CreatedAt         time.Time   `json:"created_at"`
+	Pix               *PixInfo    `json:"pix,omitempty"`
+	Boleto            *BoletoInfo `json:"boleto,omitempty"`
+}
+
+// PixInfo is what the payer needs to pay a PIX sale.
+type PixInfo struct {
+	QRCode    string `json:"qr_code"`
+	CopyPaste string `json:"copy_paste"`
+	ExpiresAt string `json:"expires_at,omitempty"`
+}
+
+// BoletoInfo is what the payer needs to pay a boleto.
+type BoletoInfo struct {
+	URL     string `json:"url"`
+	Barcode string `json:"barcode"`
+	DueDate string `json:"due_date"`
+}
+
+// Refund is a (possibly partial) refund of a sale.
+type Refund struct {
+	ID        string    `json:"id"`
+	SaleID    string    `json:"sale_id"`
+	Amount    int64     `json:"amount"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Subscription is a recurring charge. Each renewal is a new Sale under the
+// subscription's external reference.
+type Subscription struct {
+	ID                string       `json:"id"`
+	Status            string       `json:"status"`
+	ExternalReference string       `json:"external_reference"`
+	OfferID           string       `json:"offer_id"`
+	PaymentMethod     string       `json:"payment_method"`
+	Amount            int64        `json:"amount"`
+	NextBillingAt     string       `json:"next_billing_at,omitempty"`
+	CreatedAt         time.Time    `json:"created_at"`
+	PlanChanges       []PlanChange `json:"plan_changes,omitempty"`
+}
+
+// PlanChange moves a subscription to another plan's offer.
+type PlanChange struct {
+	ID             string    `json:"id"`
+	SubscriptionID string    `json:"subscription_id"`
+	FromOfferID    string    `json:"from_offer_id,omitempty"`
+	OfferID        string    `json:"offer_id"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+func saleFromWire(s wire.Sale) Sale {
+	out := Sale{
+		ID: s.Identifier, Status: s.Status, ExternalReference: s.ExternalReference, PaymentMethod: s.PaymentMethod,
+		OfferID: s.OfferIdentifier, SubscriptionID: s.SubscriptionID, Amount: s.Amount, RefundedAmount: s.RefundedAmount,
+		CreatedAt: parseTime(s.CreatedAt),
+	}
+	if s.Pix != nil {
+		out.Pix = &PixInfo{QRCode: s.Pix.QRCode, CopyPaste: s.Pix.CopyPaste, ExpiresAt: s.Pix.ExpiresAt}
+	}
+	if s.Boleto != nil {
+		out.Boleto = &BoletoInfo{URL: s.Boleto.URL, Barcode: s.Boleto.Barcode, DueDate: s.Boleto.DueDate}
+	}
+	return out
+}
+
+func refundFromWire(r wire.Refund) Refund {
+	return Refund{ID: r.Identifier, SaleID: r.SaleIdentifier, Amount: r.Amount, Status: r.Status, CreatedAt: parseTime(r.CreatedAt)}
+}
+
+func planChangeFromWire(p wire.PlanChange) PlanChange {
+	return PlanChange{ID: p.ID, SubscriptionID: p.SubscriptionID, FromOfferID: p.FromOfferIdentifier, OfferID: p.OfferIdentifier, Status: p.Status, CreatedAt: parseTime(p.CreatedAt)}
+}
+
+func subscriptionFromWire(s wire.Subscription) Subscription {
+	out := Subscription{ID: s.ID, Status: s.Status, ExternalReference: s.ExternalReference, OfferID: s.OfferIdentifier,
+		PaymentMethod: s.PaymentMethod, Amount: s.Amount, NextBillingAt: s.NextBillingAt, CreatedAt: parseTime(s.CreatedAt)}
+	for _, p := range s.PlanChanges {
+		out.PlanChanges = append(out.PlanChanges, planChangeFromWire(p))
+	}
+	return out
+}
+
+func wireCustomer(c Customer) wire.Customer {
+	return wire.Customer{Name: c.Name, Email: c.Email, Document: c.Document, Phone: c.Phone}
+}
+
+func decodeResult[T any](b []byte) (*T, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
