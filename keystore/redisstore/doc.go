@@ -1,0 +1,96 @@
+// Package redisstore keeps idempotency records in Redis, for fleets that
+// already share one. It implements keystore.Store on go-redis/v9 and accepts
+// any redis.UniversalClient: a single node, Sentinel (a failover client) or
+// Cluster.
+//
+// # Layout
+//
+// Each record is a hash. Records are spread over a fixed number of shards
+// (WithShards, default 16); every key of a shard carries the same Cluster
+// hash tag:
+//
+//	<prefix>:{<shard>}:op:<operation ID>   the record (hash)
+//	<prefix>:{<shard>}:ix:<state>          index: sorted set of operation IDs, scored by UpdatedAt (µs)
+//	<prefix>:meta                          the shard count the data was written with
+//
+// Because a record and the indexes that list it share one hash slot, each
+// write is one Lua script that changes the record and its index entries
+// atomically, on a single node and in Cluster alike: List never misses a
+// record whose write has returned, whatever state it is in. The price is that
+// a shard's slot takes 1/shards of the load; with many Cluster masters, raise
+// the shard count (which is fixed for the life of the data: New refuses a
+// prefix written with another count, since records would become invisible and
+// an operation could then be created twice).
+//
+// Create (create-if-absent), Update (compare-and-set on Version and the lease
+// token, with an unexpired lease), Acquire, Renew and Release (checking the
+// owner or token) are scripts run with EVALSHA, falling back to EVAL. Lease
+// expiry and every timestamp the store sets come from Redis's own clock
+// (TIME inside the script; Redis ≥ 5 replicates a script's effects, not the
+// script, so replicas store the same values). Scripts are idempotent under
+// the client's own retries: go-redis resends a command whose reply was lost,
+// and a per-call nonce stored in the record turns a resent Create, Update or
+// Acquire that had already been applied into a success instead of
+// ErrExists/ErrConflict or a second token.
+//
+// Terminal records (succeeded, failed) get a TTL equal to the retention
+// period (WithRetention, default 30 days) so Redis removes them on its own;
+// DeleteExpired removes terminal records older than its cut-off explicitly, in
+// bounded batches, and drops the index entries of records Redis has already
+// expired. Pending, unknown and not_executed records never get a TTL.
+//
+// # What the exactly-once guarantee needs from Redis
+//
+// A record must outlive the process that wrote it and survive a Redis restart
+// and failover, or an operation can be forgotten while its charge went through.
+// Redis does not give that by default:
+//
+//   - Persistence. Without AOF (appendonly yes), a restart loses every write
+//     since the last RDB snapshot — with "save" empty, everything. With
+//     appendfsync everysec (the usual setting) a power loss or kernel crash
+//     loses up to about one second of acknowledged writes; appendfsync always
+//     fsyncs before replying, at a cost of one disk flush per write batch. New
+//     reads CONFIG GET appendonly/save/appendfsync on start-up and logs a
+//     warning when Redis keeps nothing (or only snapshots) on disk. Where
+//     CONFIG is blocked (most managed Redis services), it logs at debug level
+//     and carries on: the settings are then unknown, not wrong.
+//   - Replication is asynchronous. A master acknowledges a write before any
+//     replica has it; if the master fails and a replica is promoted, the
+//     acknowledged write is gone. A Create lost that way lets a later call
+//     create the operation again; an Acquire lost that way lets a later
+//     Acquire hand out the same fencing token twice.
+//   - WithWait(n, timeout) sends WAIT n after each Create, Update and Acquire
+//     on the connection that ran the script: the call returns only once n
+//     replicas have the write in memory. It shrinks the failover window (a
+//     promoted replica that acknowledged has the write) at the cost of one
+//     replica round trip per write, and it is not a disk guarantee: replicas
+//     and master can still all lose it in a common power loss.
+//   - WithWaitAOF(local, replicas, timeout) sends WAITAOF (Redis ≥ 7.2): the
+//     call returns only once the write is fsync'd to the local AOF (local=1)
+//     and/or to the AOF of that many replicas. That is the disk guarantee,
+//     at the cost of an fsync (about 0.3 ms on local SSD, shared by the
+//     writes of one event-loop iteration) plus the replica round trip.
+//
+// When WAIT or WAITAOF reports fewer acknowledgements than asked for within
+// the timeout, or fails, the write has still been applied on the master: the
+// call returns the record together with an error wrapping both
+// keystore.ErrUnavailable and ErrNotDurable. The record may or may not exist
+// afterwards (it survives unless the master is lost before it propagates), so
+// the caller must treat it like any unreachable store: send nothing. That is
+// safe either way: a later call finds the record (ErrExists, then Acquire) or
+// does not, and in both cases no request was made with it.
+//
+// Lists, the reaper and Get read through the client as configured; do not
+// route reads to replicas (ClusterOptions.ReadOnly / RouteByLatency /
+// RouteRandomly), or a record just written may appear missing.
+//
+// # Errors and recovery
+//
+// Network failures, timeouts, a cancelled context and transient server states
+// (LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MOVED/ASK seen by the
+// durable path, BUSY, OOM, NOREPLICAS) return errors wrapping
+// keystore.ErrUnavailable. go-redis reconnects by itself, so the same Store
+// works again once Redis is back. Create the client with
+// ContextTimeoutEnabled: true for a context's deadline to bound network
+// waits; otherwise go-redis bounds them by its own read/write timeouts.
+package redisstore

@@ -1,0 +1,53 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// ErrNotDurable reports that WAIT or WAITAOF did not confirm a write within
+// its timeout. The write was applied on the master and may or may not
+// survive; errors wrapping it also wrap keystore.ErrUnavailable, so callers
+// send nothing.
+var ErrNotDurable = errors.New("redisstore: write not confirmed durable")
+
+// isTransient reports server errors that mean "not now" rather than "this
+// call is wrong": the store is unavailable and a later call may succeed.
+func isTransient(rerr redis.Error) bool {
+	msg := rerr.Error()
+	for _, p := range []string{
+		"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK",
+		"BUSY", "OOM", "NOREPLICAS", "MISCONF", "ERR max number of clients",
+	} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrapErr classifies an error from go-redis. Everything that is not an
+// error reply from the server (network, timeouts, pool, closed client,
+// context) and transient server replies wrap keystore.ErrUnavailable; other
+// server replies (a script error, ACL denial) are returned as they are,
+// named by the operation.
+func wrapErr(op, id string, err error) error {
+	what := op
+	if id != "" {
+		what = fmt.Sprintf("%s %q", op, id)
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !isTransient(rerr) {
+		return fmt.Errorf("redisstore: %s: %w", what, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w: %w", what, keystore.ErrUnavailable, err)
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}

@@ -1,0 +1,108 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const redisEnv = "PAGPOLAR_TEST_REDIS_URL"
+
+// redisOptions returns the options of the test Redis, skipping the test when
+// the environment does not name one.
+func redisOptions(t testing.TB) *redis.Options {
+	t.Helper()
+	u := os.Getenv(redisEnv)
+	if u == "" {
+		t.Skipf("%s is not set: skipping tests against a real Redis (e.g. %s=redis://127.0.0.1:6379/0)", redisEnv, redisEnv)
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatalf("%s: %v", redisEnv, err)
+	}
+	opt.ContextTimeoutEnabled = true
+	return opt
+}
+
+// newClient connects to the test Redis and fails the test when it is set but
+// unreachable.
+func newClient(t testing.TB) *redis.Client {
+	t.Helper()
+	return dial(t, redisOptions(t))
+}
+
+func dial(t testing.TB, opt *redis.Options) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("%s is set but Redis at %s is unreachable: %v", redisEnv, opt.Addr, err)
+	}
+	return c
+}
+
+func randomHex(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// testPrefix returns a key prefix nobody else uses and deletes every key
+// under it when the test ends. Other engineers share this Redis: never
+// FLUSHDB.
+func testPrefix(t testing.TB, c redis.UniversalClient) string {
+	t.Helper()
+	prefix := "pagpolartest-" + randomHex(t, 6)
+	t.Cleanup(func() { deletePrefix(t, c, prefix) })
+	return prefix
+}
+
+func deletePrefix(t testing.TB, c redis.UniversalClient, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, prefix+":*", 1000).Result()
+		if err != nil {
+			t.Errorf("clean-up of %s:*: %v", prefix, err)
+			return
+		}
+		if len(keys) > 0 {
+			if err := c.Unlink(ctx, keys...).Err(); err != nil {
+				t.Errorf("clean-up of %s:*: %v", prefix, err)
+				return
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return
+		}
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newTestStore returns a Store on the test Redis under a fresh prefix, with
+// start-up logging discarded unless opts set a logger.
+func newTestStore(t testing.TB, opts ...Option) (*Store, *redis.Client) {
+	t.Helper()
+	c := newClient(t)
+	prefix := testPrefix(t, c)
+	all := append([]Option{WithPrefix(prefix), WithLogger(quietLogger())}, opts...)
+	s, err := New(c, all...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s, c
+}

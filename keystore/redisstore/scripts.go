@@ -1,0 +1,152 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// Every write script gets the same KEYS: the record, then the five state
+// indexes of the record's shard in the order of indexStates. Keys derived
+// inside a script (the record keys named by index members) share the
+// shard's hash tag, so they live in the same Cluster slot.
+//
+// Numbers are kept as decimal strings: Lua numbers are doubles and tostring
+// would print microsecond timestamps in exponent form, so fmt() formats them.
+//
+// Replies: {status, field, value, field, value, ...} with the record's hash,
+// or {status} when there is no record.
+const scriptPrelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local IX = {pending = 2, unknown = 3, succeeded = 4, failed = 5, not_executed = 6}
+local function fmt(n) return string.format('%.0f', n) end
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function terminal(s) return s == 'succeeded' or s == 'failed' end
+local function reply(status)
+  local r = redis.call('HGETALL', KEYS[1])
+  table.insert(r, 1, status)
+  return r
+end
+`
+
+// createScript: ARGV = nonce, op, key, kind, fp, state, attempts, first
+// sent, last sent, result ref, result, error, meta, owner, ttl µs, retention
+// ms.
+var createScript = redis.NewScript(scriptPrelude + `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('HGET', KEYS[1], 'cw') == ARGV[1] then
+    -- Our own Create, resent by the client after a lost reply. The HSET is
+    -- a write so that a following WAIT covers the original one.
+    redis.call('HSET', KEYS[1], 'cw', ARGV[1])
+    return reply('ok')
+  end
+  return reply('exists')
+end
+local now = now_us()
+-- Entries left by an earlier record of the same ID that Redis expired.
+for i = 2, 6 do redis.call('ZREM', KEYS[i], ARGV[2]) end
+redis.call('HSET', KEYS[1],
+  'op', ARGV[2], 'key', ARGV[3], 'kind', ARGV[4], 'fp', ARGV[5], 'st', ARGV[6],
+  'ver', '1', 'att', ARGV[7], 'fs', ARGV[8], 'ls', ARGV[9], 'rr', ARGV[10],
+  'res', ARGV[11], 'err', ARGV[12], 'meta', ARGV[13],
+  'lo', ARGV[14], 'lt', '1', 'le', fmt(now + tonumber(ARGV[15])),
+  'ca', fmt(now), 'ua', fmt(now), 'cw', ARGV[1])
+redis.call('ZADD', KEYS[IX[ARGV[6]]], fmt(now), ARGV[2])
+if terminal(ARGV[6]) then redis.call('PEXPIRE', KEYS[1], ARGV[16]) end
+return reply('ok')
+`)
+
+// updateScript: ARGV = nonce, version, lease token, state, attempts, first
+// sent, last sent, result ref, result, error, meta, fp, retention ms, record
+// key prefix of the shard.
+var updateScript = redis.NewScript(scriptPrelude + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'notfound'} end
+if redis.call('HGET', KEYS[1], 'uw') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'uw', ARGV[1])
+  return reply('ok')
+end
+local now = now_us()
+local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op')
+if h[3] == '' or h[4] ~= ARGV[3] or now >= tonumber(h[5]) then return reply('lost') end
+if h[2] ~= ARGV[2] then return reply('conflict') end
+if terminal(h[1]) and h[1] ~= ARGV[4] then return reply('terminal') end
+local op = h[6]
+if h[1] ~= ARGV[4] then redis.call('ZREM', KEYS[IX[h[1]]], op) end
+redis.call('ZADD', KEYS[IX[ARGV[4]]], fmt(now), op)
+redis.call('HSET', KEYS[1],
+  'st', ARGV[4], 'att', ARGV[5], 'fs', ARGV[6], 'ls', ARGV[7], 'rr', ARGV[8],
+  'res', ARGV[9], 'err', ARGV[10], 'meta', ARGV[11], 'fp', ARGV[12],
+  'ver', fmt(tonumber(h[2]) + 1), 'ua', fmt(now), 'uw', ARGV[1])
+if terminal(ARGV[4]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[13])
+  -- Records expire in index order: drop the entries of the oldest ones
+  -- Redis has removed, so the index does not outgrow the data when nobody
+  -- runs DeleteExpired.
+  local ix = KEYS[IX[ARGV[4]]]
+  for _, id in ipairs(redis.call('ZRANGE', ix, 0, 1)) do
+    if redis.call('EXISTS', ARGV[14] .. id) == 0 then redis.call('ZREM', ix, id) end
+  end
+end
+return reply('ok')
+`)
+
+// acquireScript: ARGV = nonce, owner, ttl µs.
+var acquireScript = redis.NewScript(scriptPrelude + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'notfound'} end
+if redis.call('HGET', KEYS[1], 'aw') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'aw', ARGV[1])
+  return reply('ok')
+end
+local now = now_us()
+local h = redis.call('HMGET', KEYS[1], 'lo', 'lt', 'le')
+if h[1] ~= '' and h[1] ~= ARGV[2] and now < tonumber(h[3]) then return reply('held') end
+redis.call('HSET', KEYS[1], 'lo', ARGV[2], 'lt', fmt(tonumber(h[2]) + 1),
+  'le', fmt(now + tonumber(ARGV[3])), 'aw', ARGV[1])
+return reply('ok')
+`)
+
+// renewScript: ARGV = token, ttl µs. Resending it only extends again.
+var renewScript = redis.NewScript(scriptPrelude + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'notfound'} end
+local now = now_us()
+local h = redis.call('HMGET', KEYS[1], 'lt', 'le')
+if h[1] ~= ARGV[1] or now >= tonumber(h[2]) then return reply('lost') end
+redis.call('HSET', KEYS[1], 'le', fmt(now + tonumber(ARGV[2])))
+return reply('ok')
+`)
+
+// releaseScript: ARGV = token.
+var releaseScript = redis.NewScript(scriptPrelude + `
+if redis.call('HGET', KEYS[1], 'lt') ~= ARGV[1] then return {'ok'} end
+redis.call('HSET', KEYS[1], 'lo', '', 'le', fmt(now_us()))
+return {'ok'}
+`)
+
+// deleteScript removes terminal records of one shard. KEYS = the succeeded
+// and failed indexes; ARGV = cut-off µs (exclusive), limit, record key
+// prefix. Returns how many records (or index entries of records Redis had
+// already expired) it removed.
+var deleteScript = redis.NewScript(`
+local cutoff = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local n = 0
+for i = 1, 2 do
+  if n >= limit then break end
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[1], 'LIMIT', 0, limit - n)
+  for _, id in ipairs(ids) do
+    local rk = ARGV[3] .. id
+    local h = redis.call('HMGET', rk, 'st', 'ua')
+    if not h[1] then
+      redis.call('ZREM', KEYS[i], id)
+      n = n + 1
+    elseif (h[1] == 'succeeded' or h[1] == 'failed') and tonumber(h[2]) < cutoff then
+      redis.call('DEL', rk)
+      redis.call('ZREM', KEYS[i], id)
+      n = n + 1
+    elseif not (h[1] == 'succeeded' or h[1] == 'failed') then
+      -- A stale entry: the record was re-created and lives in another index.
+      redis.call('ZREM', KEYS[i], id)
+    end
+  end
+end
+return n
+`)

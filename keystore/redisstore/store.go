@@ -1,0 +1,396 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// Store is a keystore.Store in Redis. It is safe for concurrent use by many
+// goroutines and processes sharing one Redis and prefix. The caller owns the
+// client: Store never closes it.
+type Store struct {
+	client redis.UniversalClient
+	cfg    config
+}
+
+var _ keystore.Store = (*Store)(nil)
+
+// New returns a Store on client. It checks, within a fixed 10 s bound since
+// New takes no context:
+//   - the persistence settings of Redis (CONFIG GET), logging a warning when
+//     Redis keeps nothing on disk and a debug line when CONFIG is blocked;
+//   - that the prefix was not written with another shard count (WithShards);
+//   - for WithWaitAOF, that the server accepts WAITAOF as configured.
+//
+// It fails if Redis cannot be reached (an error wrapping
+// keystore.ErrUnavailable), if an option is invalid, or if a durability mode
+// is asked of a client that is neither *redis.Client (single node or
+// Sentinel failover) nor *redis.ClusterClient.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: client: nil")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, cfg: cfg}
+	if err := s.checkDurableClient(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
+	s.checkPersistence(ctx)
+	if err := s.checkLayout(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.probeWaitAOF(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// indexStates lists the states with an index, in the order the write scripts
+// receive their keys.
+func indexStates() []keystore.State {
+	return []keystore.State{
+		keystore.StatePending, keystore.StateUnknown, keystore.StateSucceeded,
+		keystore.StateFailed, keystore.StateNotExecuted,
+	}
+}
+
+func (s *Store) shardOf(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id)) // never fails
+	return int(h.Sum32() % uint32(s.cfg.shards))
+}
+
+// shardTag is the start of every key of a shard; the braces make Cluster
+// hash only the shard number, so a shard is one hash slot.
+func (s *Store) shardTag(shard int) string {
+	return s.cfg.prefix + ":{" + strconv.Itoa(shard) + "}:"
+}
+
+func (s *Store) recordPrefix(shard int) string { return s.shardTag(shard) + "op:" }
+
+func (s *Store) indexKey(shard int, st keystore.State) string {
+	return s.shardTag(shard) + "ix:" + string(st)
+}
+
+func (s *Store) recordKey(id string) string { return s.recordPrefix(s.shardOf(id)) + id }
+
+// scriptKeys returns the KEYS of a write script: the record, then the
+// shard's indexes in indexStates order.
+func (s *Store) scriptKeys(id string) []string {
+	shard := s.shardOf(id)
+	keys := []string{s.recordPrefix(shard) + id}
+	for _, st := range indexStates() {
+		keys = append(keys, s.indexKey(shard, st))
+	}
+	return keys
+}
+
+func (s *Store) metaKey() string { return s.cfg.prefix + ":meta" }
+
+// nonce identifies one call, so that a script resent by the client after a
+// lost reply recognises its own earlier effect.
+func nonce() (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("redisstore: nonce: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+type scriptReply struct {
+	status string
+	rec    keystore.Record
+}
+
+func parseReply(res interface{}) (scriptReply, error) {
+	arr, ok := res.([]interface{})
+	if !ok || len(arr) == 0 {
+		return scriptReply{}, fmt.Errorf("redisstore: script reply %T, want a non-empty array", res)
+	}
+	status, ok := arr[0].(string)
+	if !ok {
+		return scriptReply{}, fmt.Errorf("redisstore: script status %T, want a string", arr[0])
+	}
+	r := scriptReply{status: status}
+	if len(arr) == 1 {
+		return r, nil
+	}
+	h, err := flatToMap(arr[1:])
+	if err != nil {
+		return r, err
+	}
+	r.rec, err = decodeRecord(h)
+	return r, err
+}
+
+// eval runs a script for operation id. When durable is set and a
+// durability mode is configured, WAIT/WAITAOF follows the script on the same
+// connection, and an "ok" that the wait does not confirm comes back with an
+// error wrapping ErrNotDurable and keystore.ErrUnavailable.
+func (s *Store) eval(ctx context.Context, op, id string, sc *redis.Script, durable bool, keys []string, args ...interface{}) (scriptReply, error) {
+	if err := ctx.Err(); err != nil {
+		return scriptReply{}, wrapErr(op, id, err)
+	}
+	var (
+		res     interface{}
+		waitErr error
+		err     error
+	)
+	if durable && s.cfg.durability.mode != durableNone {
+		res, waitErr, err = s.evalDurable(ctx, sc, keys, args...)
+	} else {
+		res, err = sc.Run(ctx, s.client, keys, args...).Result()
+	}
+	if err != nil {
+		return scriptReply{}, wrapErr(op, id, err)
+	}
+	r, err := parseReply(res)
+	if err != nil {
+		return r, fmt.Errorf("redisstore: %s %q: %w", op, id, err)
+	}
+	if r.status == "ok" && waitErr != nil {
+		return r, fmt.Errorf("redisstore: %s %q: %w: %w: %w", op, id, keystore.ErrUnavailable, ErrNotDurable, waitErr)
+	}
+	return r, nil
+}
+
+// evalDurable pipelines the script and the wait on one connection of the
+// record's master: WAIT and WAITAOF only cover writes made on their own
+// connection.
+func (s *Store) evalDurable(ctx context.Context, sc *redis.Script, keys []string, args ...interface{}) (res interface{}, waitErr, err error) {
+	node, err := s.nodeFor(ctx, keys[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	run := func(full bool) (ev, wait *redis.Cmd) {
+		// Errors are read per command below.
+		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if full {
+				ev = sc.Eval(ctx, p, keys, args...)
+			} else {
+				ev = sc.EvalSha(ctx, p, keys, args...)
+			}
+			wait = s.waitCmd(ctx, p)
+			return nil
+		})
+		return ev, wait
+	}
+	ev, wait := run(false)
+	if isNoScript(ev.Err()) {
+		ev, wait = run(true)
+	}
+	if err := ev.Err(); err != nil {
+		if cc, ok := s.client.(*redis.ClusterClient); ok && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
+			// The node client does not follow redirections; let the cluster
+			// client learn the new slot map for the next call.
+			cc.ReloadState(ctx)
+		}
+		return nil, nil, err
+	}
+	return ev.Val(), s.checkWait(wait), nil
+}
+
+func (s *Store) nodeFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := s.client.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	}
+	return nil, fmt.Errorf("redisstore: durability mode needs *redis.Client or *redis.ClusterClient, have %T", s.client)
+}
+
+func (s *Store) waitCmd(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
+	d := s.cfg.durability
+	ms := d.timeout.Milliseconds()
+	if d.mode == durableWaitAOF {
+		return p.Do(ctx, "waitaof", d.local, d.replicas, ms)
+	}
+	return p.Do(ctx, "wait", d.replicas, ms)
+}
+
+func (s *Store) checkWait(wait *redis.Cmd) error {
+	d := s.cfg.durability
+	if d.mode == durableWaitAOF {
+		n, err := wait.Int64Slice()
+		if err != nil {
+			return fmt.Errorf("WAITAOF: %w", err)
+		}
+		if len(n) != 2 {
+			return fmt.Errorf("WAITAOF: reply has %d items, want 2", len(n))
+		}
+		if n[0] < int64(d.local) || n[1] < int64(d.replicas) {
+			return fmt.Errorf("WAITAOF: fsync'd locally %d of %d, by %d of %d replicas within %s", n[0], d.local, n[1], d.replicas, d.timeout)
+		}
+		return nil
+	}
+	n, err := wait.Int64()
+	if err != nil {
+		return fmt.Errorf("WAIT: %w", err)
+	}
+	if n < int64(d.replicas) {
+		return fmt.Errorf("WAIT: acknowledged by %d of %d replicas within %s", n, d.replicas, d.timeout)
+	}
+	return nil
+}
+
+func unexpected(op, id, status string) error {
+	return fmt.Errorf("redisstore: %s %q: unexpected script status %q", op, id, status)
+}
+
+// Create implements keystore.Store. With a durability mode, it returns nil
+// only once WAIT/WAITAOF confirmed the write.
+func (s *Store) Create(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
+	id := rec.OperationID
+	if id == "" {
+		return keystore.Record{}, errors.New("redisstore: create: operation ID: empty")
+	}
+	st := rec.State
+	if st == "" {
+		st = keystore.StatePending
+	}
+	if !st.Valid() {
+		return keystore.Record{}, fmt.Errorf("redisstore: create %q: state %q: invalid", id, st)
+	}
+	n, err := nonce()
+	if err != nil {
+		return keystore.Record{}, err
+	}
+	r, err := s.eval(ctx, "create", id, createScript, true, s.scriptKeys(id),
+		n, id, rec.Key, rec.Kind, rec.Fingerprint, string(st), rec.Attempts,
+		encodeTime(rec.FirstSentAt), encodeTime(rec.LastSentAt), rec.ResultRef,
+		rec.Result, rec.Error, rec.Meta, owner, ttl.Microseconds(), s.cfg.retention.Milliseconds())
+	if err != nil {
+		return r.rec, err
+	}
+	switch r.status {
+	case "ok":
+		return r.rec, nil
+	case "exists":
+		return r.rec, fmt.Errorf("redisstore: create %q: %w", id, keystore.ErrExists)
+	}
+	return keystore.Record{}, unexpected("create", id, r.status)
+}
+
+// Get implements keystore.Store.
+func (s *Store) Get(ctx context.Context, id string) (keystore.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return keystore.Record{}, wrapErr("get", id, err)
+	}
+	h, err := s.client.HGetAll(ctx, s.recordKey(id)).Result()
+	if err != nil {
+		return keystore.Record{}, wrapErr("get", id, err)
+	}
+	if len(h) == 0 {
+		return keystore.Record{}, fmt.Errorf("redisstore: get %q: %w", id, keystore.ErrNotFound)
+	}
+	return decodeRecord(h)
+}
+
+// Acquire implements keystore.Store. It waits for durability like Create:
+// an Acquire lost in a failover would let the next one issue the same
+// fencing token again.
+func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (keystore.Record, error) {
+	n, err := nonce()
+	if err != nil {
+		return keystore.Record{}, err
+	}
+	r, err := s.eval(ctx, "acquire", id, acquireScript, true, s.scriptKeys(id), n, owner, ttl.Microseconds())
+	if err != nil {
+		return r.rec, err
+	}
+	switch r.status {
+	case "ok":
+		return r.rec, nil
+	case "held":
+		return r.rec, fmt.Errorf("redisstore: acquire %q: %w", id, keystore.ErrLeaseHeld)
+	case "notfound":
+		return keystore.Record{}, fmt.Errorf("redisstore: acquire %q: %w", id, keystore.ErrNotFound)
+	}
+	return keystore.Record{}, unexpected("acquire", id, r.status)
+}
+
+// Renew implements keystore.Store. A Renew lost in a failover only shortens
+// the lease, which the holder's next Update detects, so it does not wait for
+// durability.
+func (s *Store) Renew(ctx context.Context, id string, token int64, ttl time.Duration) (keystore.Record, error) {
+	r, err := s.eval(ctx, "renew", id, renewScript, false, s.scriptKeys(id), token, ttl.Microseconds())
+	if err != nil {
+		return r.rec, err
+	}
+	switch r.status {
+	case "ok":
+		return r.rec, nil
+	case "lost":
+		return r.rec, fmt.Errorf("redisstore: renew %q: %w", id, keystore.ErrLeaseLost)
+	case "notfound":
+		return keystore.Record{}, fmt.Errorf("redisstore: renew %q: %w", id, keystore.ErrNotFound)
+	}
+	return keystore.Record{}, unexpected("renew", id, r.status)
+}
+
+// Release implements keystore.Store. A lost Release only delays the next
+// Acquire until the lease expires, so it does not wait for durability.
+func (s *Store) Release(ctx context.Context, id string, token int64) error {
+	r, err := s.eval(ctx, "release", id, releaseScript, false, s.scriptKeys(id), token)
+	if err != nil {
+		return err
+	}
+	if r.status != "ok" {
+		return unexpected("release", id, r.status)
+	}
+	return nil
+}
+
+// Update implements keystore.Store. With a durability mode, it returns nil
+// only once WAIT/WAITAOF confirmed the write.
+func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Record, error) {
+	id := rec.OperationID
+	if !rec.State.Valid() {
+		return keystore.Record{}, fmt.Errorf("redisstore: update %q: state %q: invalid", id, rec.State)
+	}
+	n, err := nonce()
+	if err != nil {
+		return keystore.Record{}, err
+	}
+	shard := s.shardOf(id)
+	r, err := s.eval(ctx, "update", id, updateScript, true, s.scriptKeys(id),
+		n, rec.Version, rec.LeaseToken, string(rec.State), rec.Attempts,
+		encodeTime(rec.FirstSentAt), encodeTime(rec.LastSentAt), rec.ResultRef,
+		rec.Result, rec.Error, rec.Meta, rec.Fingerprint,
+		s.cfg.retention.Milliseconds(), s.recordPrefix(shard))
+	if err != nil {
+		return r.rec, err
+	}
+	switch r.status {
+	case "ok":
+		return r.rec, nil
+	case "notfound":
+		return keystore.Record{}, fmt.Errorf("redisstore: update %q: %w", id, keystore.ErrNotFound)
+	case "lost":
+		return r.rec, fmt.Errorf("redisstore: update %q: %w", id, keystore.ErrLeaseLost)
+	case "conflict":
+		return r.rec, fmt.Errorf("redisstore: update %q: version %d, stored %d: %w", id, rec.Version, r.rec.Version, keystore.ErrConflict)
+	case "terminal":
+		return r.rec, fmt.Errorf("redisstore: update %q: %w: it is %s and cannot become %s", id, keystore.ErrConflict, r.rec.State, rec.State)
+	}
+	return keystore.Record{}, unexpected("update", id, r.status)
+}
