@@ -40,8 +40,14 @@ func TestInvalidParamsMakeNoRequestAndNoStoreWrite(t *testing.T) {
 		field string
 		call  func() error
 	}{
-		{"OfferID", func() error { _, err := c.Payments.Pix(ctx, PixParams{ExternalReference: "o1", Customer: goodCustomer}); return err }},
-		{"ExternalReference", func() error { _, err := c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", Customer: goodCustomer}); return err }},
+		{"OfferID", func() error {
+			_, err := c.Payments.Pix(ctx, PixParams{ExternalReference: "o1", Customer: goodCustomer})
+			return err
+		}},
+		{"ExternalReference", func() error {
+			_, err := c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", Customer: goodCustomer})
+			return err
+		}},
 		{"ExternalReference", func() error {
 			_, err := c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "has space", Customer: goodCustomer})
 			return err
@@ -75,8 +81,14 @@ func TestInvalidParamsMakeNoRequestAndNoStoreWrite(t *testing.T) {
 			return err
 		}},
 		{"OperationID", func() error { _, err := c.Refunds.Create(ctx, RefundParams{SaleID: "sale_1", Amount: 100}); return err }},
-		{"Amount", func() error { _, err := c.Refunds.Create(ctx, RefundParams{OperationID: "rf-1", SaleID: "sale_1"}); return err }},
-		{"SaleID", func() error { _, err := c.Refunds.Create(ctx, RefundParams{OperationID: "rf-1", Amount: 1}); return err }},
+		{"Amount", func() error {
+			_, err := c.Refunds.Create(ctx, RefundParams{OperationID: "rf-1", SaleID: "sale_1"})
+			return err
+		}},
+		{"SaleID", func() error {
+			_, err := c.Refunds.Create(ctx, RefundParams{OperationID: "rf-1", Amount: 1})
+			return err
+		}},
 		{"PaymentMethod", func() error {
 			_, err := c.Subscriptions.Subscribe(ctx, SubscribeParams{OfferID: "plan-basic", ExternalReference: "s1", Customer: goodCustomer, PaymentMethod: "cash"})
 			return err
