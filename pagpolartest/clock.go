@@ -1,6 +1,7 @@
 package pagpolartest
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -78,5 +79,40 @@ func (c *Clock) fire(w *waiter) {
 	c.mu.Unlock()
 	if pending {
 		w.ch <- now
+	}
+}
+
+// NewTimer is After with a way to give up: stop releases the wait (the
+// channel then never fires). Callers that may stop waiting early, e.g. on a
+// context, use it so that nothing is left behind until the deadline.
+func (c *Clock) NewTimer(d time.Duration) (ch <-chan time.Time, stop func()) {
+	out := make(chan time.Time, 1)
+	if d <= 0 {
+		out <- c.Now()
+		return out, func() {}
+	}
+	c.mu.Lock()
+	w := &waiter{deadline: time.Now().Add(c.offset).Add(d), ch: out}
+	c.waiters[w] = struct{}{}
+	w.timer = time.AfterFunc(d, func() { c.fire(w) })
+	c.mu.Unlock()
+	return out, func() {
+		c.mu.Lock()
+		delete(c.waiters, w)
+		c.mu.Unlock()
+		w.timer.Stop()
+	}
+}
+
+// Sleep waits d on the clock (real time or Advance) or until ctx ends, and
+// returns ctx's error in the latter case.
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
+	ch, stop := c.NewTimer(d)
+	defer stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -230,3 +230,36 @@ type WebhookTransaction struct {
 	ID string `json:"id"`
 	Sale
 }
+
+// Success and decline statuses of the money routes. ASSUMED (the pages name
+// no status codes); the fake answers with these and the client may rely on
+// "2xx = success" only.
+const (
+	StatusChargeCreated = 201 // POST /payments/{pix,boleto,credit-card}: a Sale
+	StatusSubscribed    = 201 // POST /plans/offer/{id}/subscribe: a Subscription
+	StatusPlanChanged   = 200 // POST /subscriptions/{id}/plan-change: a PlanChange
+	StatusRefundCreated = 201 // POST /refunds: a Refund
+	StatusDeclined      = 402 // card declined: an Error with CodeDeclined; the declined sale is recorded
+)
+
+// More error codes the fake uses. ASSUMED.
+const (
+	CodeUnprocessable    = "unprocessable_entity" // 422: a business rule (not a plan, sale not refundable, ...)
+	CodeMethodNotAllowed = "method_not_allowed"   // 405
+	CodePayloadTooLarge  = "payload_too_large"    // 413: body over 1 MiB
+)
+
+// Webhook event names. TRANSACTION_CREATED, TRANSACTION_PAID,
+// TRANSACTION_ASK_REFUNDING, SUBSCRIPTION_RENEWED and SUBSCRIPTION_DELAYED
+// are documented; the others are ASSUMED. Handlers must tolerate unknown ones.
+const (
+	EventTransactionCreated      = "TRANSACTION_CREATED"       // documented
+	EventTransactionPaid         = "TRANSACTION_PAID"          // documented
+	EventTransactionAskRefunding = "TRANSACTION_ASK_REFUNDING" // documented
+	EventTransactionRefunded     = "TRANSACTION_REFUNDED"      // ASSUMED: after each refund, full or partial
+	EventTransactionDeclined     = "TRANSACTION_DECLINED"      // ASSUMED
+	EventSubscriptionCreated     = "SUBSCRIPTION_CREATED"      // ASSUMED
+	EventSubscriptionRenewed     = "SUBSCRIPTION_RENEWED"      // documented
+	EventSubscriptionDelayed     = "SUBSCRIPTION_DELAYED"      // documented
+	EventSubscriptionPlanChanged = "SUBSCRIPTION_PLAN_CHANGED" // ASSUMED
+)
