@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -82,6 +83,13 @@ type Client struct {
 	fpSecret     []byte
 	maxOpAge     time.Duration
 	owner        string // lease owner name of this client instance
+	calls        atomic.Uint64
+}
+
+// callOwner names one call's lease: each call is its own worker, so two
+// goroutines of one client never share (and silently re-take) a lease.
+func (c *Client) callOwner() string {
+	return c.owner + "#" + strconv.FormatUint(c.calls.Add(1), 10)
 }
 
 // Option configures a Client.

@@ -207,8 +207,8 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	}
 	rec.Meta = mustJSON(meta)
 
-	e := &exec{c: c, s: s, meta: meta}
-	created, err := c.store.Create(ctx, rec, c.owner, p.LeaseTTL)
+	e := &exec{c: c, s: s, meta: meta, owner: c.callOwner()}
+	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
 	fresh := false
 	switch {
 	case err == nil:
@@ -222,7 +222,7 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 		if created.State.Terminal() {
 			return c.fromRecord(s.id, created)
 		}
-		got, done, err := c.acquire(ctx, created.OperationID, s.id)
+		got, done, err := c.acquire(ctx, created.OperationID, s.id, e.owner)
 		if err != nil {
 			return nil, err
 		}
@@ -278,6 +278,7 @@ type exec struct {
 	meta    opMeta
 	retries int // resends this call decided
 	lastReq string
+	owner   string // this call's lease owner
 }
 
 func (e *exec) release() {
@@ -466,7 +467,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			if serr := e.save(ctx); serr != nil {
 				return nil, e.unknownErr(serr.Error(), serr)
 			}
-			return e.settleLoop(ctx, false)
+			return e.settleLoop(ctx, true)
 		}
 	}
 }
@@ -595,10 +596,10 @@ func (e *exec) settleNotExecuted(ctx context.Context) (*settled, error) {
 // acquire takes the lease of an existing operation, waiting while another
 // worker holds it. done reports that the operation reached a terminal state
 // meanwhile (rec is then that state).
-func (c *Client) acquire(ctx context.Context, storeID, opID string) (rec keystore.Record, done bool, err error) {
+func (c *Client) acquire(ctx context.Context, storeID, opID, owner string) (rec keystore.Record, done bool, err error) {
 	wait := c.policy.LeaseWaitInterval
 	for {
-		rec, err = c.store.Acquire(ctx, storeID, c.owner, c.policy.LeaseTTL)
+		rec, err = c.store.Acquire(ctx, storeID, owner, c.policy.LeaseTTL)
 		if err == nil {
 			if rec.State.Terminal() {
 				_ = c.store.Release(ctx, storeID, rec.LeaseToken)

@@ -49,14 +49,15 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 	if rec.State.Settled() {
 		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Attempts: rec.Attempts}, nil
 	}
-	rec, err = c.store.Acquire(ctx, sid, c.owner, c.policy.LeaseTTL)
+	owner := c.callOwner()
+	rec, err = c.store.Acquire(ctx, sid, owner, c.policy.LeaseTTL)
 	if err != nil {
 		if errors.Is(err, keystore.ErrLeaseHeld) {
 			return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Attempts: rec.Attempts, Err: ErrInProgress}, nil
 		}
 		return nil, fmt.Errorf("pagpolar: operation %q: %w: %w", opID, ErrStoreUnavailable, err)
 	}
-	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}}
+	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}, owner: owner}
 	defer e.release()
 	if rec.State.Settled() { // settled between Get and Acquire
 		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Attempts: rec.Attempts}, nil

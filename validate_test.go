@@ -175,7 +175,7 @@ func TestDerivedKeysAreStableAndScopedByCredential(t *testing.T) {
 		t.Fatal("two operations derived the same key")
 	}
 	r, _ := NewClient("cred-a", StaticToken("t"), WithRandomKeys())
-	if r.idempotencyKey("pix:o1") == r.idempotencyKey("pix:o1") {
+	if k1, k2 := r.idempotencyKey("pix:o1"), r.idempotencyKey("pix:o1"); k1 == k2 {
 		t.Fatal("random keys repeated")
 	}
 }

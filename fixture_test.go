@@ -1,0 +1,241 @@
+package pagpolar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+// Tests run the real engine against the fake with every window shortened,
+// on both sides, so ambiguity is settled in milliseconds rather than a
+// minute. The relations between the windows are the production ones.
+const (
+	testWindow = 300 * time.Millisecond // the fake's in-processing mark
+)
+
+func testPolicy() RetryPolicy {
+	return RetryPolicy{
+		MaxAttempts: 6,
+		NewBackOff: func() backoff.BackOff {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 5*time.Millisecond, 40*time.Millisecond, 0
+			b.Reset()
+			return b
+		},
+		MaxRetryAfter:     20 * time.Millisecond,
+		AttemptTimeout:    2 * time.Second,
+		ProcessingWindow:  testWindow,
+		WindowMargin:      50 * time.Millisecond,
+		SettleDelay:       60 * time.Millisecond,
+		LookupInterval:    20 * time.Millisecond,
+		MaxSettleWait:     5 * time.Second,
+		LeaseTTL:          4 * time.Second,
+		LeaseWaitInterval: 5 * time.Millisecond,
+		ClockSkew:         time.Millisecond,
+	}
+}
+
+type fixture struct {
+	srv   *pagpolartest.Server
+	c     *Client
+	store *keystore.Memory
+	ctx   context.Context
+}
+
+func newFixture(t *testing.T, srvOpts []pagpolartest.Option, opts ...Option) *fixture {
+	t.Helper()
+	clk := pagpolartest.NewClock()
+	srv := pagpolartest.NewServer(t, append([]pagpolartest.Option{pagpolartest.WithClock(clk), pagpolartest.WithProcessingWindow(testWindow)}, srvOpts...)...)
+	store := keystore.NewMemoryWithClock(clk)
+	all := append([]Option{WithBaseURL(srv.URL), WithStore(store), WithClock(clk), WithRetryPolicy(testPolicy()),
+		WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}})}, opts...)
+	c, err := NewClient(srv.CredentialID, StaticToken(srv.Token), all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return &fixture{srv: srv, c: c, store: store, ctx: ctx}
+}
+
+// client builds a second client for the same credential (another worker,
+// another host) with its own options.
+func (f *fixture) client(t *testing.T, opts ...Option) *Client {
+	t.Helper()
+	all := append([]Option{WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy())}, opts...)
+	c, err := NewClient(f.srv.CredentialID, StaticToken(f.srv.AddToken(f.srv.CredentialID)), all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// assertLedger is the assertion that matters: no operation got two
+// successful effects.
+func (f *fixture) assertNoDuplicates(t *testing.T) {
+	t.Helper()
+	if d := f.srv.Ledger().Duplicates(pagpolartest.DefaultGroup); len(d) > 0 {
+		for g, effs := range d {
+			t.Errorf("operation %s got %d successful effects", g, len(effs))
+		}
+	}
+}
+
+func (f *fixture) successful(kind string) int {
+	n := 0
+	for _, e := range f.srv.Ledger().Effects() {
+		if e.Kind == kind && e.Successful && !e.Renewal {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fixture) posts(route string) int {
+	n := 0
+	for _, r := range f.srv.Ledger().Requests {
+		if r.Method == http.MethodPost && r.Route == route {
+			n++
+		}
+	}
+	return n
+}
+
+// route is one money route driven through the SDK, with what a test needs
+// to set it up and check it.
+type route struct {
+	name   string // the fake's route name
+	effect string // the ledger effect kind it creates
+	setup  func(t *testing.T, f *fixture) any
+	call   func(f *fixture, c *Client, state any, ref string) (id string, op Operation, err error)
+	card   bool
+}
+
+func customer() Customer { return goodCustomer }
+
+var routes = []route{
+	{name: "pix", effect: "sale", call: func(f *fixture, c *Client, _ any, ref string) (string, Operation, error) {
+		r, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: ref, Customer: customer()})
+		if err != nil {
+			return "", Operation{}, err
+		}
+		return r.Sale.ID, r.Operation, nil
+	}},
+	{name: "boleto", effect: "sale", call: func(f *fixture, c *Client, _ any, ref string) (string, Operation, error) {
+		r, err := c.Payments.Boleto(f.ctx, BoletoParams{OfferID: "offer-premium", ExternalReference: ref, Customer: customer(), DueDate: time.Date(2027, 1, 10, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			return "", Operation{}, err
+		}
+		return r.Sale.ID, r.Operation, nil
+	}},
+	{name: "credit_card", effect: "sale", card: true, call: func(f *fixture, c *Client, _ any, ref string) (string, Operation, error) {
+		r, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: ref, Customer: customer(), CardToken: "tok_ok", Installments: 3})
+		if err != nil {
+			return "", Operation{}, err
+		}
+		return r.Sale.ID, r.Operation, nil
+	}},
+	{name: "subscribe", effect: "subscription", card: true, call: func(f *fixture, c *Client, _ any, ref string) (string, Operation, error) {
+		r, err := c.Subscriptions.Subscribe(f.ctx, SubscribeParams{OfferID: "plan-basic", ExternalReference: ref, Customer: customer(), PaymentMethod: "credit_card", CardToken: "tok_ok"})
+		if err != nil {
+			return "", Operation{}, err
+		}
+		return r.Subscription.ID, r.Operation, nil
+	}},
+	{name: "plan_change", effect: "plan_change",
+		setup: func(t *testing.T, f *fixture) any {
+			r, err := f.c.Subscriptions.Subscribe(f.ctx, SubscribeParams{OfferID: "plan-basic", ExternalReference: "sub-setup", Customer: customer(), PaymentMethod: "pix"})
+			if err != nil {
+				t.Fatalf("setup subscribe: %v", err)
+			}
+			return r.Subscription.ID
+		},
+		call: func(f *fixture, c *Client, state any, ref string) (string, Operation, error) {
+			r, err := c.Subscriptions.ChangePlan(f.ctx, ChangePlanParams{OperationID: "pc-" + ref, SubscriptionID: state.(string), NewOfferID: "plan-pro"})
+			if err != nil {
+				return "", Operation{}, err
+			}
+			return r.PlanChange.ID, r.Operation, nil
+		}},
+	{name: "refund", effect: "refund",
+		setup: func(t *testing.T, f *fixture) any {
+			r, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "refund-setup", Customer: customer(), CardToken: "tok_ok"})
+			if err != nil {
+				t.Fatalf("setup charge: %v", err)
+			}
+			return r.Sale.ID
+		},
+		call: func(f *fixture, c *Client, state any, ref string) (string, Operation, error) {
+			r, err := c.Refunds.Create(f.ctx, RefundParams{OperationID: "rf-" + ref, SaleID: state.(string), Amount: 1500})
+			if err != nil {
+				return "", Operation{}, err
+			}
+			return r.Refund.ID, r.Operation, nil
+		}},
+}
+
+func findRoute(name string) route {
+	for _, r := range routes {
+		if r.name == name {
+			return r
+		}
+	}
+	panic("no route " + name)
+}
+
+// faultRef is the Fault.ExternalReference that targets a route's call.
+func faultRef(r route, state any, ref string) string {
+	switch r.name {
+	case "refund", "plan_change":
+		return state.(string)
+	}
+	return ref
+}
+
+// concurrently runs n calls at once and returns their results.
+func concurrently(n int, fn func(i int) (string, error)) ([]string, []error) {
+	ids, errs := make([]string, n), make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			ids[i], errs[i] = fn(i)
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	return ids, errs
+}
+
+func mustState(t *testing.T, f *fixture, c *Client, opID string, want keystore.State) keystore.Record {
+	t.Helper()
+	rec, err := f.store.Get(context.Background(), c.storeID(opID))
+	if err != nil {
+		t.Fatalf("record %s: %v", opID, err)
+	}
+	if rec.State != want {
+		t.Fatalf("record %s is %s, want %s (error %q)", opID, rec.State, want, rec.Error)
+	}
+	return rec
+}
+
+func isUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
+
+var _ = fmt.Sprint
+var _ = strings.Contains
+
+func containsFold(s, sub string) bool {
+	return sub != "" && strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
