@@ -1,0 +1,155 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// defaultListLimit is List's limit when the filter gives none.
+const defaultListLimit = 100
+
+// Create implements keystore.Store. When it returns nil the row is
+// committed: for SQLite, fsynced to the WAL (synchronous=FULL); for
+// PostgreSQL, as synchronous_commit says (on by default: flushed to the WAL).
+func (s *Store) Create(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
+	if err := checkCtx(ctx); err != nil {
+		return keystore.Record{}, err
+	}
+	if rec.OperationID == "" {
+		return keystore.Record{}, errors.New("sqlstore: create: empty operation ID")
+	}
+	if rec.State != "" && !rec.State.Valid() {
+		return keystore.Record{}, fmt.Errorf("sqlstore: create %s: invalid state %q", rec.OperationID, rec.State)
+	}
+	if s.dialect == SQLite {
+		return s.liteCreate(ctx, rec, owner, ttl)
+	}
+	return s.pgCreate(ctx, rec, owner, ttl)
+}
+
+// Get implements keystore.Store.
+func (s *Store) Get(ctx context.Context, operationID string) (keystore.Record, error) {
+	if err := checkCtx(ctx); err != nil {
+		return keystore.Record{}, err
+	}
+	r, err := scanRow(s.db.QueryRowContext(ctx, s.q.selectOne, operationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return keystore.Record{}, fmt.Errorf("%w: %s", keystore.ErrNotFound, operationID)
+	}
+	if err != nil {
+		return keystore.Record{}, unavailable("get "+operationID, err)
+	}
+	return r.record(), nil
+}
+
+// Acquire implements keystore.Store, by the database's clock.
+func (s *Store) Acquire(ctx context.Context, operationID, owner string, ttl time.Duration) (keystore.Record, error) {
+	if err := checkCtx(ctx); err != nil {
+		return keystore.Record{}, err
+	}
+	if s.dialect == SQLite {
+		return s.liteLease(ctx, operationID, func(cur row, now int64) (row, bool, error) {
+			next, err := cur.acquire(owner, ttl, now)
+			return next, err == nil, err
+		})
+	}
+	return s.pgAcquire(ctx, operationID, owner, ttl)
+}
+
+// Renew implements keystore.Store, by the database's clock.
+func (s *Store) Renew(ctx context.Context, operationID string, token int64, ttl time.Duration) (keystore.Record, error) {
+	if err := checkCtx(ctx); err != nil {
+		return keystore.Record{}, err
+	}
+	if s.dialect == SQLite {
+		return s.liteLease(ctx, operationID, func(cur row, now int64) (row, bool, error) {
+			next, err := cur.renew(token, ttl, now)
+			return next, err == nil, err
+		})
+	}
+	return s.pgRenew(ctx, operationID, token, ttl)
+}
+
+// Release implements keystore.Store.
+func (s *Store) Release(ctx context.Context, operationID string, token int64) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if s.dialect == SQLite {
+		_, err := s.liteLease(ctx, operationID, func(cur row, now int64) (row, bool, error) {
+			next, changed := cur.release(token, now)
+			return next, changed, nil
+		})
+		if errors.Is(err, keystore.ErrNotFound) {
+			return nil // nothing of ours to give up
+		}
+		return err
+	}
+	return s.pgRelease(ctx, operationID, token)
+}
+
+// Update implements keystore.Store: one compare-and-set on version and
+// lease token, by the database's clock.
+func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Record, error) {
+	if err := checkCtx(ctx); err != nil {
+		return keystore.Record{}, err
+	}
+	if !rec.State.Valid() {
+		return keystore.Record{}, fmt.Errorf("sqlstore: update %s: invalid state %q", rec.OperationID, rec.State)
+	}
+	if s.dialect == SQLite {
+		return s.liteUpdate(ctx, rec)
+	}
+	return s.pgUpdate(ctx, rec)
+}
+
+// List implements keystore.Store (default limit 100), oldest UpdatedAt
+// first, ties by OperationID.
+func (s *Store) List(ctx context.Context, f keystore.Filter) ([]keystore.Record, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	query, args := s.q.list(f, limit)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, unavailable("list", err)
+	}
+	defer rows.Close()
+	var out []keystore.Record
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, unavailable("list", err)
+		}
+		out = append(out, r.record())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list", err)
+	}
+	return out, nil
+}
+
+// DeleteExpired implements keystore.Store: it removes at most limit
+// succeeded or failed records last updated before 'before', oldest first.
+func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	b := beforeMillis(before)
+	if s.dialect == SQLite {
+		return s.liteDeleteExpired(ctx, b, limit)
+	}
+	return s.pgDeleteExpired(ctx, b, limit)
+}

@@ -1,0 +1,225 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"modernc.org/sqlite"
+)
+
+// Store is a keystore.Store on a SQL database. Create one with New, OpenSQLite
+// or OpenPostgres, run Migrate once, and Close it when done.
+type Store struct {
+	dialect Dialect
+	table   string
+	db      *sql.DB // reads (and, for PostgreSQL, writes)
+	wdb     *sql.DB // SQLite writes and Migrate; db unless OpenSQLite split them
+	owned   []*sql.DB
+	q       queries
+
+	w *writer // SQLite only: the group-commit writer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ keystore.Store = (*Store)(nil)
+
+// ErrClosed is returned by a Store's methods after Close.
+var ErrClosed = errors.New("sqlstore: store closed")
+
+type config struct {
+	table       string
+	dialect     Dialect
+	busyTimeout time.Duration
+	maxBatch    int
+}
+
+// Option configures a Store.
+type Option func(*config) error
+
+// WithTable sets the table name (default DefaultTable): a letter or an
+// underscore followed by letters, digits and underscores, at most 48 in all.
+// The index names are derived from it.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		if err := validTable(name); err != nil {
+			return err
+		}
+		c.table = name
+		return nil
+	}
+}
+
+// WithDialect names the database when New cannot tell it from the driver
+// (a wrapped or instrumented driver).
+func WithDialect(d Dialect) Option {
+	return func(c *config) error {
+		if d != SQLite && d != Postgres {
+			return fmt.Errorf("sqlstore: dialect %q: want %q or %q", d, SQLite, Postgres)
+		}
+		c.dialect = d
+		return nil
+	}
+}
+
+// WithBusyTimeout sets how long a SQLite write waits for a lock held by
+// another connection or process before it fails with keystore.ErrUnavailable
+// (default 10 s). Ignored for PostgreSQL.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("sqlstore: busy timeout %v: want >= 0", d)
+		}
+		c.busyTimeout = d
+		return nil
+	}
+}
+
+// WithMaxBatch caps how many writes one SQLite transaction commits together
+// (default 256). 1 turns group commit off: one commit, one fsync per write.
+func WithMaxBatch(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("sqlstore: max batch %d: want >= 1", n)
+		}
+		c.maxBatch = n
+		return nil
+	}
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{table: DefaultTable, busyTimeout: 10 * time.Second, maxBatch: 256}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func detectDialect(db *sql.DB) (Dialect, bool) {
+	switch db.Driver().(type) {
+	case *sqlite.Driver:
+		return SQLite, true
+	case *stdlib.Driver:
+		return Postgres, true
+	}
+	return "", false
+}
+
+// New returns a Store on the caller's own database, so that the records can
+// live beside the caller's orders. The caller keeps ownership of db: Close
+// stops the Store but does not close db.
+//
+// The dialect is detected from the driver (modernc.org/sqlite, pgx stdlib)
+// or given with WithDialect. For SQLite, each write batch runs on one
+// connection of db with PRAGMA synchronous=FULL and busy_timeout set on it
+// (they stay set on that connection), and Migrate switches the database file
+// to WAL; db must allow at least one connection besides those the caller
+// keeps busy.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqlstore: nil *sql.DB")
+	}
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if c.dialect == "" {
+		d, ok := detectDialect(db)
+		if !ok {
+			return nil, fmt.Errorf("sqlstore: cannot tell the dialect of driver %T: use WithDialect", db.Driver())
+		}
+		c.dialect = d
+	}
+	s := newStore(c, db)
+	if c.dialect == SQLite {
+		s.w = startWriter(db, s.q, c, true)
+	}
+	return s, nil
+}
+
+func newStore(c config, db *sql.DB) *Store {
+	return &Store{dialect: c.dialect, table: c.table, db: db, wdb: db, q: buildQueries(c.dialect, c.table)}
+}
+
+// Dialect reports the database behind s.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Table reports the table s keeps its records in.
+func (s *Store) Table() string { return s.table }
+
+// Migrate creates the table and its indexes if they do not exist. It is
+// idempotent and safe to run from several processes at once; nothing else
+// creates or changes the schema. For SQLite it also switches the database to
+// WAL (a persistent property of the file).
+func (s *Store) Migrate(ctx context.Context) error {
+	if s.dialect == SQLite {
+		// WAL cannot be entered inside a transaction; it lets reads run
+		// beside the single writer.
+		var mode string
+		if err := s.wdb.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+			return unavailable("migrate: journal_mode", err)
+		}
+	}
+	for _, stmt := range schema(s.dialect, s.table) {
+		if _, err := s.wdb.ExecContext(ctx, stmt); err != nil {
+			if s.dialect == Postgres && isPGUniqueViolation(err) {
+				// Two processes creating the same table or index at once:
+				// IF NOT EXISTS is not atomic in PostgreSQL's catalog. The
+				// other one won; that is what we wanted.
+				continue
+			}
+			return unavailable("migrate "+s.table, err)
+		}
+	}
+	return nil
+}
+
+// Close stops the SQLite writer after it has answered every queued write,
+// and closes the databases the Store opened itself (not one given to New).
+// Calls after Close return ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.w != nil {
+			s.w.close()
+		}
+		var errs []error
+		for _, db := range s.owned {
+			errs = append(errs, db.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// Ping checks that the database answers and the table exists, with an
+// error wrapping keystore.ErrUnavailable otherwise.
+func (s *Store) Ping(ctx context.Context) error {
+	var n int
+	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+s.table+" LIMIT 1) t").Scan(&n)
+	if err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// unavailable wraps a database error: the caller must send nothing. The
+// driver's error stays visible to errors.Is/As (context.Canceled, *pgconn.PgError...).
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: sqlstore %s: %w", keystore.ErrUnavailable, op, err)
+}
+
+func checkCtx(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", keystore.ErrUnavailable, err)
+	}
+	return nil
+}
