@@ -1,0 +1,299 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Permanent marks err as not worth retrying: the event goes dead at once
+// (an operator can still Retry it).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+var (
+	errLeaseLost = errors.New("webhook: lease on the event lost")
+	errShutdown  = errors.New("webhook: inbox shut down")
+)
+
+// worker runs queued keys until Shutdown.
+func (in *Inbox) worker() {
+	defer in.wg.Done()
+	for {
+		select {
+		case <-in.stop:
+			return
+		default:
+		}
+		key, entity, ok := in.disp.pop()
+		if !ok {
+			select {
+			case <-in.disp.avail:
+				continue
+			case <-in.stop:
+				return
+			}
+		}
+		in.process(key)
+		in.disp.done(key, entity)
+	}
+}
+
+// scanner queues due events (retries, crash leftovers, other processes'
+// deliveries) every PollInterval, and removes expired keys every hour.
+func (in *Inbox) scanner() {
+	defer in.wg.Done()
+	var lastPurge time.Time
+	for {
+		in.scan()
+		if now := in.cfg.Clock.Now(); in.cfg.Retention > 0 && now.Sub(lastPurge) >= purgeInterval {
+			lastPurge = now
+			in.purge(now)
+		}
+		select {
+		case <-in.stop:
+			return
+		case <-in.cfg.Clock.After(in.cfg.PollInterval):
+		}
+	}
+}
+
+func (in *Inbox) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
+
+func (in *Inbox) scan() {
+	ctx, cancel := in.storeCtx()
+	defer cancel()
+	recs, err := in.cfg.Store.Due(ctx, in.cfg.Clock.Now(), scanBatch)
+	if err != nil {
+		in.log.Warn("webhook: cannot scan the store for due events", slog.Any("error", err))
+		return
+	}
+	for _, r := range recs {
+		in.disp.push(r.Key, r.Entity)
+	}
+}
+
+func (in *Inbox) purge(now time.Time) {
+	before := now.Add(-in.cfg.Retention)
+	total := 0
+	for {
+		ctx, cancel := in.storeCtx()
+		n, err := in.cfg.Store.DeleteExpired(ctx, before, purgeBatch)
+		cancel()
+		total += n
+		if err != nil {
+			in.log.Warn("webhook: cannot remove expired events", slog.Any("error", err))
+			break
+		}
+		if n < purgeBatch {
+			break
+		}
+		select {
+		case <-in.stop:
+			return
+		default:
+		}
+	}
+	if total > 0 {
+		in.log.Info("webhook: removed processed events past retention", slog.Int("count", total), slog.Duration("retention", in.cfg.Retention))
+	}
+}
+
+// process claims key, runs its handler and records the outcome.
+func (in *Inbox) process(key string) {
+	ctx, cancel := in.storeCtx()
+	rec, err := in.cfg.Store.Claim(ctx, key, in.cfg.Owner, in.cfg.Clock.Now(), in.cfg.LeaseTTL)
+	cancel()
+	switch {
+	case errors.Is(err, ErrLeaseHeld), errors.Is(err, ErrEntityBusy), errors.Is(err, ErrWrongState), errors.Is(err, ErrNotFound):
+		// Someone else has it, it is done, or its entity is busy elsewhere:
+		// a later scan finds it again if it is still due.
+		in.log.Debug("webhook: event not claimed", slog.String("key", key), slog.Any("reason", err))
+		return
+	case err != nil:
+		in.log.Warn("webhook: cannot claim event", slog.String("key", key), slog.Any("error", err))
+		return
+	}
+	log := in.log.With(slog.String("key", key), slog.String("event", rec.Event), slog.Int("attempt", rec.Attempts))
+	if rec.Attempts > in.cfg.MaxAttempts {
+		// Its last attempts never recorded an outcome (crashes or lost
+		// leases): running it again could crash again.
+		in.complete(log, rec, Outcome{State: StateDead, Error: fmt.Sprintf("gave up: %d attempts started, the last without an outcome", rec.Attempts-1)})
+		return
+	}
+	ev, err := eventOf(rec)
+	if err != nil {
+		in.complete(log, rec, Outcome{State: StateDead, Error: "stored payload unreadable: " + err.Error()})
+		return
+	}
+	herr, cause := in.run(rec, ev)
+	if herr != nil && !errors.Is(herr, errNoHandler) {
+		log.Warn("webhook: handler failed", slog.Any("error", herr), slog.Any("cause", cause))
+	}
+	now := in.cfg.Clock.Now()
+	var out Outcome
+	var perm *permanentError
+	switch {
+	case herr == nil:
+		out = Outcome{State: StateProcessed}
+	case errors.Is(herr, errNoHandler):
+		out = Outcome{State: StateProcessed, Error: herr.Error()}
+	case errors.Is(cause, errShutdown):
+		out = Outcome{State: StateReceived, NextAttemptAt: now, Error: oneLine("interrupted by shutdown: " + herr.Error())}
+	case errors.As(herr, &perm):
+		out = Outcome{State: StateDead, Error: oneLine(herr.Error())}
+	case rec.Attempts >= in.cfg.MaxAttempts:
+		out = Outcome{State: StateDead, Error: oneLine(fmt.Sprintf("attempt %d of %d: %v", rec.Attempts, in.cfg.MaxAttempts, herr))}
+	default:
+		out = Outcome{State: StateError, NextAttemptAt: now.Add(in.cfg.Backoff(rec.Attempts)), Error: oneLine(herr.Error())}
+	}
+	in.complete(log, rec, out)
+}
+
+var errNoHandler = errors.New("no handler for this event: recorded without processing")
+
+// run calls the handler under a lease kept alive every LeaseTTL/3. cause
+// says why the handler's context ended early, if it did.
+func (in *Inbox) run(rec Record, ev *Event) (herr, cause error) {
+	h := in.cfg.Handlers[ev.Name]
+	if h == nil {
+		h = in.cfg.Default
+	}
+	if h == nil {
+		return errNoHandler, nil
+	}
+	hctx, hcancel := context.WithCancelCause(in.hctx)
+	defer hcancel(nil)
+	if in.cfg.HandlerTimeout > 0 {
+		var c context.CancelFunc
+		hctx, c = context.WithTimeout(hctx, in.cfg.HandlerTimeout)
+		defer c()
+	}
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		in.keepLease(hctx, hcancel, rec)
+	}()
+	herr = call(hctx, h, ev)
+	if in.hctx.Err() != nil {
+		cause = errShutdown
+	} else {
+		cause = context.Cause(hctx)
+	}
+	hcancel(nil)
+	<-renewed
+	return herr, cause
+}
+
+// keepLease renews the lease until ctx ends; a lost lease cancels the handler.
+func (in *Inbox) keepLease(ctx context.Context, cancel context.CancelCauseFunc, rec Record) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in.cfg.Clock.After(in.cfg.LeaseTTL / 3):
+		}
+		sctx, c := in.storeCtx()
+		_, err := in.cfg.Store.Renew(sctx, rec.Key, rec.LeaseToken, in.cfg.Clock.Now(), in.cfg.LeaseTTL)
+		c()
+		switch {
+		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotFound):
+			in.log.Warn("webhook: lease lost while the handler ran; cancelling it", slog.String("key", rec.Key))
+			cancel(errLeaseLost)
+			return
+		case err != nil:
+			// The next renewal tries again; if the lease expires meanwhile,
+			// it reports the loss.
+			in.log.Warn("webhook: cannot renew lease", slog.String("key", rec.Key), slog.Any("error", err))
+		}
+	}
+}
+
+func call(ctx context.Context, h HandlerFunc, ev *Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, ev)
+}
+
+// complete records out, retrying briefly: an outcome that is not recorded
+// lets the lease expire and the event run again.
+func (in *Inbox) complete(log *slog.Logger, rec Record, out Outcome) {
+	var err error
+	for i := 0; i < 3; i++ {
+		if i > 0 {
+			<-in.cfg.Clock.After(time.Duration(i) * time.Second)
+		}
+		ctx, cancel := in.storeCtx()
+		var stored Record
+		stored, err = in.cfg.Store.Complete(ctx, rec.Key, rec.LeaseToken, out, in.cfg.Clock.Now())
+		cancel()
+		if err == nil {
+			in.logOutcome(log, stored)
+			if in.cfg.OnOutcome != nil {
+				in.cfg.OnOutcome(stored)
+			}
+			return
+		}
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+			break
+		}
+	}
+	log.Error("webhook: cannot record the outcome; the event will run again once its lease expires",
+		slog.String("outcome", string(out.State)), slog.Any("error", err))
+}
+
+func (in *Inbox) logOutcome(log *slog.Logger, r Record) {
+	switch r.State {
+	case StateProcessed:
+		log.Debug("webhook: event processed")
+	case StateReceived:
+		log.Info("webhook: event handed back", slog.String("reason", r.LastError))
+	case StateError:
+		log.Warn("webhook: event failed; will retry", slog.String("error", r.LastError), slog.Time("next_attempt_at", r.NextAttemptAt))
+	case StateDead:
+		log.Error("webhook: event dead; retry it by hand once fixed", slog.String("error", r.LastError))
+	}
+}
+
+func eventOf(rec Record) (*Event, error) {
+	env, err := ParseEnvelope(rec.Payload)
+	if err != nil {
+		return nil, err
+	}
+	return &Event{
+		Name: env.Event, Envelope: *env, Key: rec.Key, Attempt: rec.Attempts,
+		Deliveries: rec.Deliveries, ReceivedAt: rec.ReceivedAt,
+		Test: env.Test || strings.HasPrefix(rec.Key, "test:"), Raw: rec.Payload,
+	}, nil
+}
+
+// oneLine keeps LastError to one bounded line (a panic's stack is logged by
+// the caller's error, not stored).
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	const max = 500
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}

@@ -1,0 +1,182 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// State is where a stored event stands.
+//
+//	received ──► processing ──► processed
+//	   ▲  ▲          │
+//	   │  └─ error ◄─┤ (the handler failed; due again at NextAttemptAt)
+//	   │             └──► dead (MaxAttempts failures, or a permanent error)
+//	   └──── Retry (an operator) ◄── dead, error
+//
+// A processing event whose lease has expired was left by a crash (or a lost
+// lease): it can be claimed again.
+type State string
+
+const (
+	StateReceived   State = "received"
+	StateProcessing State = "processing"
+	StateProcessed  State = "processed"
+	StateError      State = "error"
+	StateDead       State = "dead"
+)
+
+// States lists every state, in the order of the diagram.
+func States() []State {
+	return []State{StateReceived, StateProcessing, StateProcessed, StateError, StateDead}
+}
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	switch s {
+	case StateReceived, StateProcessing, StateProcessed, StateError, StateDead:
+		return true
+	}
+	return false
+}
+
+// Record is one stored event: the first delivery under its dedupe key.
+// It never holds the webhook token (that is only in the Authorization header).
+type Record struct {
+	Key        string // dedupe key: the primary key, unique
+	Event      string // envelope event, e.g. "TRANSACTION_PAID"
+	Entity     string // "sale:<id>" or "subscription:<id>": one event at a time per entity
+	EnvelopeID string // envelope id of the first stored delivery (tracing only: it changes per attempt)
+	Payload    []byte // the body as received
+
+	State         State
+	Attempts      int       // handler runs started (incremented by Claim)
+	Deliveries    int       // deliveries stored under Key: 1, plus one per duplicate
+	LastError     string    // the last failure, one line
+	NextAttemptAt time.Time // received/error: due from then on
+
+	// Lease. LeaseToken is a fencing token: Claim increments it, and Renew
+	// and Complete succeed only with the current one.
+	LeaseOwner     string
+	LeaseToken     int64
+	LeaseExpiresAt time.Time
+
+	ReceivedAt time.Time // first delivery stored
+	UpdatedAt  time.Time // last change of state (duplicates do not count)
+}
+
+// Outcome is what Complete records.
+type Outcome struct {
+	// State is processed, error, dead, or received (the work was handed back
+	// unfinished, e.g. on shutdown).
+	State State
+	// Error is the failure, one line (empty for processed).
+	Error string
+	// NextAttemptAt is when an error or received event is due again.
+	NextAttemptAt time.Time
+}
+
+// Filter selects records for List.
+type Filter struct {
+	States        []State   // empty: any state
+	UpdatedBefore time.Time // zero: any age; otherwise UpdatedAt < UpdatedBefore
+	Limit         int       // <= 0: 100
+}
+
+// Errors every Store returns (wrapped or not; test with errors.Is).
+var (
+	ErrNotFound    = errors.New("webhook: event not found")
+	ErrLeaseHeld   = errors.New("webhook: event leased by another worker")
+	ErrEntityBusy  = errors.New("webhook: another event of the same sale or subscription is being processed")
+	ErrLeaseLost   = errors.New("webhook: lease lost (taken over, expired or already completed)")
+	ErrWrongState  = errors.New("webhook: event is not in a state that allows this")
+	ErrUnavailable = errors.New("webhook: store unavailable")
+)
+
+// Store keeps the inbox. Every method is safe for concurrent use by many
+// goroutines and, for durable stores, many processes sharing the store; every
+// method honours ctx. A method that cannot reach its backend returns an error
+// wrapping ErrUnavailable.
+//
+// Times are the caller's (the Inbox's Clock): processes sharing a store must
+// keep their clocks synchronised (NTP) to well within a lease TTL.
+type Store interface {
+	// Insert stores rec if no record has rec.Key, and reports inserted = true.
+	// The store sets State = received, Attempts = 0, Deliveries = 1,
+	// NextAttemptAt = ReceivedAt = UpdatedAt = now and clears the lease; the
+	// caller gives Key, Event, Entity, EnvelopeID and Payload. When Insert
+	// returns nil the record is durable (as the store documents).
+	// If rec.Key exists, Insert increments that record's Deliveries, changes
+	// nothing else and returns it with inserted = false.
+	Insert(ctx context.Context, rec Record, now time.Time) (stored Record, inserted bool, err error)
+
+	// Get returns the record or ErrNotFound.
+	Get(ctx context.Context, key string) (Record, error)
+
+	// Claim leases the record to owner until now+ttl, sets State =
+	// processing, increments Attempts and LeaseToken, and returns it. It
+	// succeeds when the record is received or error (whatever NextAttemptAt
+	// says), or processing with a lease expired at now; and no other record
+	// of the same Entity is processing under a lease unexpired at now.
+	// Otherwise: ErrLeaseHeld (live lease on this record), ErrEntityBusy,
+	// ErrWrongState (processed or dead), ErrNotFound.
+	Claim(ctx context.Context, key, owner string, now time.Time, ttl time.Duration) (Record, error)
+
+	// Renew extends the lease to now+ttl if token is the current LeaseToken,
+	// the record is processing and the lease has not expired at now;
+	// otherwise ErrLeaseLost (ErrNotFound if absent).
+	Renew(ctx context.Context, key string, token int64, now time.Time, ttl time.Duration) (Record, error)
+
+	// Complete records the outcome of the attempt holding token: it sets
+	// State, LastError (out.Error; kept as it was when out.Error is empty)
+	// and NextAttemptAt, releases the lease (keeping LeaseToken) and sets
+	// UpdatedAt = now. It succeeds if token is the current LeaseToken and the
+	// record is processing, even if the lease has expired meanwhile (nobody
+	// claimed it, so the attempt's outcome is the latest); otherwise
+	// ErrLeaseLost (ErrNotFound if absent). out.State must be processed,
+	// error, dead or received.
+	Complete(ctx context.Context, key string, token int64, out Outcome, now time.Time) (Record, error)
+
+	// Due returns up to limit records Claim could take at now, ignoring
+	// entity exclusion: received or error with NextAttemptAt <= now, and
+	// processing with LeaseExpiresAt <= now; oldest ReceivedAt first.
+	Due(ctx context.Context, now time.Time, limit int) ([]Record, error)
+
+	// List returns records matching f, oldest UpdatedAt first (then by Key).
+	List(ctx context.Context, f Filter) ([]Record, error)
+
+	// Retry makes a dead or error record received again, due at now, with
+	// Attempts reset to 0 (LastError is kept), for an operator. Other states:
+	// ErrWrongState; absent: ErrNotFound.
+	Retry(ctx context.Context, key string, now time.Time) (Record, error)
+
+	// DeleteExpired removes up to limit processed records whose UpdatedAt is
+	// before 'before', and reports how many it removed. Other states are
+	// never removed: a dead event stays until an operator retries it.
+	DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// DefaultListLimit is the number of records List returns when Filter.Limit is 0.
+const DefaultListLimit = 100
+
+// Claimable reports whether Claim could take r at now, ignoring entity
+// exclusion. Stores use it to keep one definition of the rule.
+func Claimable(r Record, now time.Time) bool {
+	switch r.State {
+	case StateReceived, StateError:
+		return true
+	case StateProcessing:
+		return !now.Before(r.LeaseExpiresAt)
+	}
+	return false
+}
+
+// LiveLease reports whether r is processing under a lease unexpired at now.
+func LiveLease(r Record, now time.Time) bool {
+	return r.State == StateProcessing && now.Before(r.LeaseExpiresAt)
+}
+
+// ValidOutcome reports whether Complete accepts out.State.
+func ValidOutcome(s State) bool {
+	return s == StateProcessed || s == StateError || s == StateDead || s == StateReceived
+}
