@@ -291,10 +291,14 @@ func (e *exec) op(src Source) Operation {
 	return Operation{ID: e.s.id, Key: e.rec.Key, Source: src, Attempts: e.rec.Attempts, RequestID: e.lastReq}
 }
 
-// save writes the record with the lease token it holds (fencing).
+// save writes the record with the lease token it holds (fencing). The
+// write outlives the caller's cancellation (bounded by 10 s): an answer that
+// arrived must be recorded even if the caller stopped waiting for it.
 func (e *exec) save(ctx context.Context) error {
 	e.rec.Meta = mustJSON(e.meta)
-	got, err := e.c.store.Update(ctx, e.rec)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	got, err := e.c.store.Update(sctx, e.rec)
 	if err != nil {
 		if errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrConflict) {
 			return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)}
@@ -493,7 +497,7 @@ func (e *exec) succeed(ctx context.Context, ref string, result []byte, src Sourc
 
 func (e *exec) notExecuted(ctx context.Context, cause error) error {
 	e.rec.State, e.rec.Error = keystore.StateNotExecuted, oneLine(cause.Error())
-	if err := e.save(context.WithoutCancel(ctx)); err != nil {
+	if err := e.save(ctx); err != nil {
 		e.c.log.WarnContext(ctx, "pagpolar: could not record not_executed", "op", e.s.id, "err", err)
 	}
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted)})
@@ -523,6 +527,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 	c, p := e.c, e.c.policy
 	start := c.clock.Now()
 	for {
+		if ctx.Err() != nil {
+			return nil, e.unknownErr("context ended while settling", ctx.Err())
+		}
 		if err := e.renew(ctx); err != nil {
 			return nil, err
 		}
