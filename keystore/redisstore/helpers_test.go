@@ -106,3 +106,5 @@ func newTestStore(t testing.TB, opts ...Option) (*Store, *redis.Client) {
 	}
 	return s, c
 }
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }

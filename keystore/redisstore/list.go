@@ -16,9 +16,9 @@ import (
 const (
 	// defaultListLimit is List's limit when the filter sets none.
 	defaultListLimit = 100
-	// listPage is how many index entries List reads per index and round
-	// trip when an operation ID prefix filters them.
-	listPage = 512
+	// defaultListPage is how many index entries List reads per index and
+	// round trip when an operation ID prefix filters them.
+	defaultListPage = 512
 )
 
 // ceilMicros is the smallest whole microsecond not before t, so that
@@ -127,8 +127,8 @@ func (s *Store) listCandidates(ctx context.Context, prefix string, states []keys
 		found  int
 	}
 	page := int64(limit)
-	if prefix != "" && page < listPage {
-		page = listPage
+	if prefix != "" && page < s.cfg.listPage {
+		page = s.cfg.listPage
 	}
 	var active []*cursor
 	for shard := 0; shard < s.cfg.shards; shard++ {

@@ -53,10 +53,11 @@ type config struct {
 	shards     int
 	durability durability
 	logger     *slog.Logger
+	listPage   int64 // index entries List reads per index and round trip under a prefix filter
 }
 
 func defaultConfig() config {
-	return config{prefix: DefaultPrefix, retention: DefaultRetention, shards: DefaultShards}
+	return config{prefix: DefaultPrefix, retention: DefaultRetention, shards: DefaultShards, listPage: defaultListPage}
 }
 
 func (c *config) validate() error {

@@ -12,8 +12,10 @@ import "github.com/redis/go-redis/v9"
 //
 // Replies: {status, field, value, field, value, ...} with the record's hash,
 // or {status} when there is no record.
+//
+// Scripts call TIME before writing, which needs effects replication: the
+// default from Redis 5 and the only mode from Redis 7.
 const scriptPrelude = `
-if redis.replicate_commands then redis.replicate_commands() end
 local IX = {pending = 2, unknown = 3, succeeded = 4, failed = 5, not_executed = 6}
 local function fmt(n) return string.format('%.0f', n) end
 local function now_us()
@@ -42,8 +44,10 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return reply('exists')
 end
 local now = now_us()
--- Entries left by an earlier record of the same ID that Redis expired.
-for i = 2, 6 do redis.call('ZREM', KEYS[i], ARGV[2]) end
+-- Entries left by an earlier record of the same ID that Redis expired:
+-- only terminal records expire, so only terminal indexes can hold one.
+redis.call('ZREM', KEYS[4], ARGV[2])
+redis.call('ZREM', KEYS[5], ARGV[2])
 redis.call('HSET', KEYS[1],
   'op', ARGV[2], 'key', ARGV[3], 'kind', ARGV[4], 'fp', ARGV[5], 'st', ARGV[6],
   'ver', '1', 'att', ARGV[7], 'fs', ARGV[8], 'ls', ARGV[9], 'rr', ARGV[10],
@@ -59,13 +63,13 @@ return reply('ok')
 // sent, last sent, result ref, result, error, meta, fp, retention ms, record
 // key prefix of the shard.
 var updateScript = redis.NewScript(scriptPrelude + `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'notfound'} end
-if redis.call('HGET', KEYS[1], 'uw') == ARGV[1] then
+local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op', 'uw')
+if not h[6] then return {'notfound'} end
+if h[7] == ARGV[1] then
   redis.call('HSET', KEYS[1], 'uw', ARGV[1])
   return reply('ok')
 end
 local now = now_us()
-local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op')
 if h[3] == '' or h[4] ~= ARGV[3] or now >= tonumber(h[5]) then return reply('lost') end
 if h[2] ~= ARGV[2] then return reply('conflict') end
 if terminal(h[1]) and h[1] ~= ARGV[4] then return reply('terminal') end
@@ -91,13 +95,13 @@ return reply('ok')
 
 // acquireScript: ARGV = nonce, owner, ttl µs.
 var acquireScript = redis.NewScript(scriptPrelude + `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'notfound'} end
-if redis.call('HGET', KEYS[1], 'aw') == ARGV[1] then
+local h = redis.call('HMGET', KEYS[1], 'lo', 'lt', 'le', 'aw')
+if not h[2] then return {'notfound'} end
+if h[4] == ARGV[1] then
   redis.call('HSET', KEYS[1], 'aw', ARGV[1])
   return reply('ok')
 end
 local now = now_us()
-local h = redis.call('HMGET', KEYS[1], 'lo', 'lt', 'le')
 if h[1] ~= '' and h[1] ~= ARGV[2] and now < tonumber(h[3]) then return reply('held') end
 redis.call('HSET', KEYS[1], 'lo', ARGV[2], 'lt', fmt(tonumber(h[2]) + 1),
   'le', fmt(now + tonumber(ARGV[3])), 'aw', ARGV[1])
@@ -106,9 +110,9 @@ return reply('ok')
 
 // renewScript: ARGV = token, ttl µs. Resending it only extends again.
 var renewScript = redis.NewScript(scriptPrelude + `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'notfound'} end
-local now = now_us()
 local h = redis.call('HMGET', KEYS[1], 'lt', 'le')
+if not h[1] then return {'notfound'} end
+local now = now_us()
 if h[1] ~= ARGV[1] or now >= tonumber(h[2]) then return reply('lost') end
 redis.call('HSET', KEYS[1], 'le', fmt(now + tonumber(ARGV[2])))
 return reply('ok')

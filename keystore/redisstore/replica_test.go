@@ -1,0 +1,138 @@
+//go:build !windows
+
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// startRedis runs a private redis-server (the same binary as the shared
+// one) on a free port and stops it when the test ends.
+func startRedis(t *testing.T, args ...string) (*redis.Client, *exec.Cmd) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not on PATH: skipping the private master/replica test")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	waitFor(t, "redis-server on port "+port+" to answer", func() bool {
+		return c.Ping(context.Background()).Err() == nil
+	})
+	return c, cmd
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWaitWithReplica runs a private master with one replica: with
+// WithWait(1, …) each durable write has reached the replica when it returns,
+// and a write the frozen replica cannot acknowledge comes back as not
+// durable (though applied on the master).
+func TestWaitWithReplica(t *testing.T) {
+	redisOptions(t) // the same switch as every other test against Redis
+	master, _ := startRedis(t, "--repl-diskless-sync-delay", "0")
+	host, port, _ := net.SplitHostPort(master.Options().Addr)
+	replica, replicaProc := startRedis(t, "--replicaof", host, port)
+	waitFor(t, "the replica to sync", func() bool {
+		info, err := replica.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+
+	s, err := New(master, WithWait(1, 2*time.Second), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	onReplica := func(id string) map[string]string {
+		t.Helper()
+		h, err := replica.HGetAll(ctx, s.recordKey(id)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	rec, err := s.Create(ctx, keystore.Record{OperationID: "op"}, "w", time.Minute)
+	if err != nil {
+		t.Fatalf("Create with a replica acknowledging: %v", err)
+	}
+	if h := onReplica("op"); h["ver"] != "1" {
+		t.Fatalf("replica has %v right after Create returned, want version 1", h)
+	}
+	rec.State = keystore.StateSucceeded
+	if _, err := s.Update(ctx, rec); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if h := onReplica("op"); h["ver"] != "2" || h["st"] != "succeeded" {
+		t.Fatalf("replica has %v right after Update returned, want version 2 succeeded", h)
+	}
+	if _, err := s.Acquire(ctx, "op", "w", time.Minute); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if h := onReplica("op"); h["lt"] != "2" {
+		t.Fatalf("replica has token %q right after Acquire returned, want 2", h["lt"])
+	}
+	// The replica's copy expires with the master's: the TTL replicates too.
+	if ttl := replica.PTTL(ctx, s.recordKey("op")).Val(); ttl <= 0 {
+		t.Fatalf("replica's copy of a terminal record has TTL %v, want the retention", ttl)
+	}
+
+	// Freeze the replica: WAIT gets no acknowledgement within its timeout.
+	if err := replicaProc.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer replicaProc.Process.Signal(syscall.SIGCONT)
+	short, err := New(master, WithWait(1, 100*time.Millisecond), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = short.Create(ctx, keystore.Record{OperationID: "frozen"}, "w", time.Minute)
+	if !errors.Is(err, ErrNotDurable) || !errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("Create while the replica is frozen: %v, want ErrNotDurable and ErrUnavailable", err)
+	}
+	if n := master.Exists(ctx, s.recordKey("frozen")).Val(); n != 1 {
+		t.Fatal("the master did not apply the unconfirmed Create")
+	}
+	if err := replicaProc.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the thawed replica to catch up", func() bool {
+		return replica.Exists(ctx, s.recordKey("frozen")).Val() == 1
+	})
+}
