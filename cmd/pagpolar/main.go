@@ -1,0 +1,70 @@
+// Command pagpolar bundles the SDK's tools: `pagpolar sim` runs the fake
+// PagPolar API (package pagpolartest) on a local port, so that integration
+// tests in any language can use it. Run `pagpolar help` for the list.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// commandFunc runs one command with its arguments (after the command name).
+// It returns the process exit status: 0 success, 1 failure, 2 bad usage.
+// ctx ends on SIGINT or SIGTERM.
+type commandFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// commands maps a command name to its function; a new command lives in its
+// own file and adds one line here and one in summaries.
+var commands = map[string]commandFunc{
+	"sim": runSim,
+}
+
+// summaries is the one-line description `pagpolar help` prints.
+var summaries = map[string]string{
+	"sim": "run the fake PagPolar API on 127.0.0.1 with injected faults",
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches args[0] to its command.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		help(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		help(stdout)
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "pagpolar: unknown command %q\n\n", args[0])
+		help(stderr)
+		return 2
+	}
+	return cmd(ctx, args[1:], stdout, stderr)
+}
+
+func help(w io.Writer) {
+	fmt.Fprintln(w, "usage: pagpolar <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", name, summaries[name])
+	}
+	fmt.Fprintln(w, "\nRun `pagpolar <command> -h` for a command's flags.")
+}

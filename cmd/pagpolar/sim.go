@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+// simFault is a fault kind the sim injects with a per-request probability.
+type simFault struct {
+	flag   string
+	usage  string
+	action pagpolartest.FaultAction
+	rate   float64
+	set    bool // given on the command line (overrides -fault-rate)
+}
+
+// simFaults lists the fault kinds in the order they are injected: first the
+// ones met before processing, then those met at processing, the decline last
+// (it only matches card payments).
+func simFaults() []*simFault {
+	return []*simFault{
+		{flag: "drop-before", action: pagpolartest.FaultDropBeforeProcessing, usage: "drop the connection before processing (nothing processed)"},
+		{flag: "gateway", action: pagpolartest.FaultGateway, usage: "an intermediary's HTML 502/503/504 (see -gateway-status); nothing processed"},
+		{flag: "throttle", action: pagpolartest.FaultRateLimit, usage: "429 with Retry-After; nothing processed"},
+		{flag: "unavailable", action: pagpolartest.FaultUnavailable, usage: "the API's own 503 with Retry-After; nothing processed"},
+		{flag: "slow", action: pagpolartest.FaultLatency, usage: "add -slow-delay, then process normally"},
+		{flag: "drop-after-commit", action: pagpolartest.FaultCommitThenDrop, usage: "commit, keep the answer for replay, drop the connection"},
+		{flag: "drop-release", action: pagpolartest.FaultCommitDropRelease, usage: "commit, release the key, drop the connection"},
+		{flag: "commit-500", action: pagpolartest.FaultCommitThen500, usage: "commit, then answer 500 (key released)"},
+		{flag: "commit-500-after", action: pagpolartest.FaultCommitThen500After, usage: "commit, answer 500 after -commit-500-delay (key in processing meanwhile)"},
+		{flag: "error-500", action: pagpolartest.Fault500NoCommit, usage: "answer 500 without committing (key released)"},
+		{flag: "hold", action: pagpolartest.FaultHold, usage: "hold processing for -hold-delay (same-key requests get 409)"},
+		{flag: "lookup-lag", action: pagpolartest.FaultLookupLag, usage: "hide what the request creates from list lookups for -lookup-lag-delay"},
+		{flag: "gateway-after-commit", action: pagpolartest.FaultGatewayAfterCommit, usage: "commit, then an intermediary's HTML error (key released)"},
+		{flag: "decline", action: pagpolartest.FaultDecline, usage: "decline card payments (402, declined sale recorded)"},
+	}
+}
+
+// simConfig is the parsed command line of `pagpolar sim`.
+type simConfig struct {
+	addr             string
+	allowRemote      bool
+	processingWindow time.Duration
+	replayWindow     time.Duration
+	rateLimit        int
+	seed             int64
+	latency          time.Duration
+	noSubLookup      bool
+	tokens           int
+	credentials      int
+	shutdownTimeout  time.Duration
+	verbose          bool
+
+	faultRate      float64
+	faults         []*simFault
+	gatewayStatus  int
+	slowDelay      time.Duration
+	commit500Delay time.Duration
+	holdDelay      time.Duration
+	lookupLagDelay time.Duration
+}
+
+func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
+	cfg := &simConfig{faults: simFaults()}
+	fs := flag.NewFlagSet("pagpolar sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: pagpolar sim [flags]\n\n"+
+			"Runs the fake PagPolar API and prints its URL, credential and tokens as\n"+
+			"NAME=value lines on stdout. Fault rates are per-request probabilities among the\n"+
+			"money requests that reach the fault's stage; the same -seed and request order\n"+
+			"give the same faults. SIGINT/SIGTERM stop it.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks a free one)")
+	fs.BoolVar(&cfg.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
+	fs.DurationVar(&cfg.processingWindow, "processing-window", 60*time.Second, "how long a key stays in processing (409)")
+	fs.DurationVar(&cfg.replayWindow, "replay-window", 24*time.Hour, "how long a 2xx is replayed for its key")
+	fs.IntVar(&cfg.rateLimit, "rate-limit", 0, "money requests per minute per credential (0: unlimited)")
+	fs.Int64Var(&cfg.seed, "seed", 1, "seed of the probabilistic faults")
+	fs.DurationVar(&cfg.latency, "latency", 0, "base latency added to every request")
+	fs.BoolVar(&cfg.noSubLookup, "no-subscription-lookup", false, "GET /subscriptions?external_reference= answers 404")
+	fs.IntVar(&cfg.tokens, "tokens", 0, "extra access tokens of the default credential to print")
+	fs.IntVar(&cfg.credentials, "credentials", 0, "extra credentials (one token each) to print")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long a graceful stop waits for requests in flight")
+	fs.BoolVar(&cfg.verbose, "v", false, "log every request on stderr")
+	fs.Float64Var(&cfg.faultRate, "fault-rate", 0, "total fault rate split evenly among the kinds not set by their own flag")
+	for _, f := range cfg.faults {
+		fs.Float64Var(&f.rate, f.flag, 0, "rate: "+f.usage)
+	}
+	fs.IntVar(&cfg.gatewayStatus, "gateway-status", 502, "status of the intermediary's errors: 502, 503 or 504")
+	fs.DurationVar(&cfg.slowDelay, "slow-delay", 2*time.Second, "delay of -slow")
+	fs.DurationVar(&cfg.commit500Delay, "commit-500-delay", 5*time.Second, "delay of -commit-500-after")
+	fs.DurationVar(&cfg.holdDelay, "hold-delay", 5*time.Second, "delay of -hold")
+	fs.DurationVar(&cfg.lookupLagDelay, "lookup-lag-delay", 5*time.Second, "delay of -lookup-lag")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		for _, f := range cfg.faults {
+			if f.flag == fl.Name {
+				f.set = true
+			}
+		}
+	})
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func (cfg *simConfig) check() error {
+	host, _, err := net.SplitHostPort(cfg.addr)
+	if err != nil {
+		return fmt.Errorf("-addr %q: %w", cfg.addr, err)
+	}
+	if !cfg.allowRemote && !isLoopback(host) {
+		return fmt.Errorf("-addr %q is not a loopback address; the fake accepts any client, pass -allow-remote to expose it", cfg.addr)
+	}
+	switch {
+	case cfg.processingWindow <= 0:
+		return errors.New("-processing-window must be positive")
+	case cfg.replayWindow <= 0:
+		return errors.New("-replay-window must be positive")
+	case cfg.rateLimit < 0:
+		return errors.New("-rate-limit must not be negative")
+	case cfg.latency < 0 || cfg.slowDelay < 0 || cfg.commit500Delay < 0 || cfg.holdDelay < 0 || cfg.lookupLagDelay < 0:
+		return errors.New("delays must not be negative")
+	case cfg.tokens < 0 || cfg.credentials < 0:
+		return errors.New("-tokens and -credentials must not be negative")
+	case cfg.gatewayStatus != 502 && cfg.gatewayStatus != 503 && cfg.gatewayStatus != 504:
+		return fmt.Errorf("-gateway-status %d: want 502, 503 or 504", cfg.gatewayStatus)
+	case cfg.faultRate < 0 || cfg.faultRate > 1:
+		return fmt.Errorf("-fault-rate %v is outside [0, 1]", cfg.faultRate)
+	}
+	unset := 0
+	for _, f := range cfg.faults {
+		if f.rate < 0 || f.rate > 1 {
+			return fmt.Errorf("-%s %v is outside [0, 1]", f.flag, f.rate)
+		}
+		if !f.set {
+			unset++
+		}
+	}
+	for _, f := range cfg.faults {
+		if !f.set && unset > 0 {
+			f.rate = cfg.faultRate / float64(unset)
+		}
+	}
+	// The kinds of one stage share its requests: their rates must add up
+	// to at most 1.
+	for _, front := range []bool{true, false} {
+		sum := 0.0
+		for _, f := range cfg.faults {
+			if isFront(f.action) == front {
+				sum += f.rate
+			}
+		}
+		if sum > 1+1e-9 {
+			return fmt.Errorf("fault rates of one stage add up to %.3f, more than 1", sum)
+		}
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isFront reports whether the action is met before processing (see
+// pagpolartest.Fault).
+func isFront(a pagpolartest.FaultAction) bool {
+	switch a {
+	case pagpolartest.FaultDropBeforeProcessing, pagpolartest.FaultGateway, pagpolartest.FaultRateLimit,
+		pagpolartest.FaultUnavailable, pagpolartest.FaultLatency:
+		return true
+	}
+	return false
+}
+
+// faultsToInject turns the absolute rates into injected faults. The server
+// checks faults in order and the first match applies, so each fault's coin
+// is conditional on the earlier ones of its stage not applying:
+// p_i = rate_i / (1 - sum of the earlier rates).
+func (cfg *simConfig) faultsToInject() []pagpolartest.Fault {
+	var out []pagpolartest.Fault
+	taken := map[bool]float64{}
+	for _, f := range cfg.faults {
+		if f.rate <= 0 {
+			continue
+		}
+		front := isFront(f.action)
+		left := 1 - taken[front]
+		p := 1.0
+		if left > 1e-12 {
+			p = f.rate / left
+		}
+		if p > 1 {
+			p = 1
+		}
+		taken[front] += f.rate
+		fault := pagpolartest.Fault{Action: f.action, Probability: p}
+		switch f.action {
+		case pagpolartest.FaultGateway, pagpolartest.FaultGatewayAfterCommit:
+			fault.Status = cfg.gatewayStatus
+		case pagpolartest.FaultLatency:
+			fault.Delay = cfg.slowDelay
+		case pagpolartest.FaultCommitThen500After:
+			fault.Delay = cfg.commit500Delay
+		case pagpolartest.FaultHold:
+			fault.Delay = cfg.holdDelay
+		case pagpolartest.FaultLookupLag:
+			fault.Delay = cfg.lookupLagDelay
+		}
+		out = append(out, fault)
+	}
+	return out
+}
+
+// runSim is `pagpolar sim`.
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseSimFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar sim: %v\n", err)
+		return 2
+	}
+	opts := []pagpolartest.Option{
+		pagpolartest.WithProcessingWindow(cfg.processingWindow),
+		pagpolartest.WithReplayWindow(cfg.replayWindow),
+		pagpolartest.WithRateLimit(cfg.rateLimit),
+		pagpolartest.WithSeed(cfg.seed),
+		pagpolartest.WithLatency(cfg.latency),
+	}
+	if cfg.noSubLookup {
+		opts = append(opts, pagpolartest.WithoutSubscriptionLookup())
+	}
+	s := pagpolartest.NewUnstartedServer(opts...)
+	for _, f := range cfg.faultsToInject() {
+		s.Inject(f)
+	}
+	var logMu sync.Mutex // stderr is shared by the request log and the status lines
+	if cfg.verbose {
+		s.OnRequest(func(l pagpolartest.RequestLog) {
+			status := strconv.Itoa(l.Status)
+			if l.Dropped {
+				status = "dropped"
+			}
+			logMu.Lock()
+			defer logMu.Unlock()
+			fmt.Fprintf(stderr, "%s %s %s key=%q status=%s replayed=%v fault=%q\n",
+				l.At.Format(time.RFC3339Nano), l.Method, l.Path, l.Key, status, l.Replayed, l.Fault)
+		})
+	}
+	if err := s.StartAddr(cfg.addr); err != nil {
+		fmt.Fprintf(stderr, "pagpolar sim: %v\n", err)
+		return 1
+	}
+
+	// NAME=value lines, easy to read from any language.
+	fmt.Fprintf(stdout, "PAGPOLAR_URL=%s\nPAGPOLAR_CREDENTIAL_ID=%s\nPAGPOLAR_TOKEN=%s\n", s.URL, s.CredentialID, s.Token)
+	for i := 1; i <= cfg.tokens; i++ {
+		fmt.Fprintf(stdout, "PAGPOLAR_TOKEN_%d=%s\n", i, s.AddToken(s.CredentialID))
+	}
+	for i := 1; i <= cfg.credentials; i++ {
+		cred := fmt.Sprintf("cred_extra_%d", i)
+		fmt.Fprintf(stdout, "PAGPOLAR_CREDENTIAL_%d=%s\nPAGPOLAR_CREDENTIAL_%d_TOKEN=%s\n", i, cred, i, s.AddToken(cred))
+	}
+	fmt.Fprintln(stdout, "PAGPOLAR_READY=1")
+	logMu.Lock()
+	fmt.Fprintf(stderr, "pagpolar sim: serving %s (%d faults injected); SIGINT or SIGTERM stops it\n", s.URL, len(cfg.faultsToInject()))
+	logMu.Unlock()
+
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	err = s.Shutdown(sctx)
+	logMu.Lock()
+	defer logMu.Unlock()
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar sim: stopped; requests still in flight after %s were cut: %v\n", cfg.shutdownTimeout, err)
+		return 0
+	}
+	fmt.Fprintln(stderr, "pagpolar sim: stopped")
+	return 0
+}
