@@ -170,8 +170,9 @@ func (m *MemoryStore) Due(ctx context.Context, now time.Time, limit int) ([]Reco
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
-		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
-			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
+		di, dj := dueAt(out[i]), dueAt(out[j])
+		if !di.Equal(dj) {
+			return di.Before(dj)
 		}
 		return out[i].Key < out[j].Key
 	})
@@ -266,4 +267,12 @@ func (m *MemoryStore) DeleteExpired(ctx context.Context, before time.Time, limit
 		}
 	}
 	return n, nil
+}
+
+// dueAt is when a pending record became due.
+func dueAt(r Record) time.Time {
+	if r.State == StateProcessing {
+		return r.LeaseExpiresAt
+	}
+	return r.NextAttemptAt
 }

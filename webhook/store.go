@@ -114,7 +114,8 @@ type Store interface {
 	Get(ctx context.Context, key string) (Record, error)
 
 	// Claim leases the record to owner until now+ttl, sets State =
-	// processing, increments Attempts and LeaseToken, and returns it. It
+	// processing and UpdatedAt = now, increments Attempts and LeaseToken,
+	// and returns it. It
 	// succeeds when the record is received or error (whatever NextAttemptAt
 	// says), or processing with a lease expired at now; and no other record
 	// of the same Entity is processing under a lease unexpired at now.
@@ -139,7 +140,8 @@ type Store interface {
 
 	// Due returns up to limit records Claim could take at now, ignoring
 	// entity exclusion: received or error with NextAttemptAt <= now, and
-	// processing with LeaseExpiresAt <= now; oldest ReceivedAt first.
+	// processing with LeaseExpiresAt <= now; in the order they became due
+	// (that time, then Key).
 	Due(ctx context.Context, now time.Time, limit int) ([]Record, error)
 
 	// List returns records matching f, oldest UpdatedAt first (then by Key).

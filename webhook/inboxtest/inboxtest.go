@@ -424,11 +424,18 @@ func testDue(t *testing.T, s webhook.Store) {
 		t.Errorf("Due(now) = %s, want r1,r2", got)
 	}
 	if got := due(now.Add(time.Minute), 10); got != "r1,r2,err,proc" {
-		t.Errorf("Due(now+1m) = %s, want r1,r2,err,proc (proc's lease expired)", got)
+		t.Errorf("Due(now+1m) = %s, want r1,r2,err,proc (proc's lease expired; err and proc due at once, by key)", got)
 	}
 	if got := due(now.Add(time.Minute), 3); got != "r1,r2,err" {
 		t.Errorf("Due(now+1m, limit 3) = %s, want r1,r2,err", got)
 	}
+	// The order is the time each became due, not the time received.
+	r3 := insert(t, s, "r3", "sale:7", t0.Add(-time.Hour))
+	complete(t, s, claim(t, s, "r3", now), webhook.Outcome{State: webhook.StateError, NextAttemptAt: now.Add(30 * time.Second)}, now)
+	if got := due(now.Add(time.Minute), 10); got != "r1,r2,r3,err,proc" {
+		t.Errorf("Due(now+1m) = %s, want r1,r2,r3,err,proc", got)
+	}
+	_ = r3
 }
 
 func testList(t *testing.T, s webhook.Store) {

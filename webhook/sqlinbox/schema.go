@@ -89,7 +89,7 @@ WHERE dedupe_key = $1 AND lease_token = $2 AND state = 'processing'
 RETURNING %[2]s`, t, columns)
 	q.due = fmt.Sprintf(`SELECT %[2]s FROM %[1]s
 WHERE (state IN ('received', 'error') AND next_attempt_at <= $1) OR (state = 'processing' AND lease_expires_at <= $1)
-ORDER BY received_at, %[3]s LIMIT $2`, t, columns, orderKey)
+ORDER BY CASE WHEN state = 'processing' THEN lease_expires_at ELSE next_attempt_at END, %[3]s LIMIT $2`, t, columns, orderKey)
 	q.retry = fmt.Sprintf(`UPDATE %[1]s SET state = 'received', attempts = 0, next_attempt_at = $2, updated_at = $2
 WHERE dedupe_key = $1 AND state IN ('dead', 'error')
 RETURNING %[2]s`, t, columns)
