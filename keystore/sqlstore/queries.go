@@ -17,11 +17,9 @@ type queries struct {
 	selectOne     string // $1 id
 	deleteExpired string // $1 before (ms), $2 limit
 
-	// SQLite: plain writes applied after a decision in Go, inside the batch.
-	now         string
-	insert      string // all columns
-	writeLease  string // $1 id, $2 owner, $3 token, $4 expires
-	writeUpdate string // $1 id, mutable fields, version, updated
+	// SQLite: the batch's clock and the SET clause of its upsert.
+	now       string
+	upsertSet string // "col = excluded.col, ..." for every column but the key
 
 	// PostgreSQL: single-statement compare-and-set writes by clock_timestamp().
 	selectNow string // $1 id → columns, database now (ms)
@@ -45,11 +43,11 @@ func buildQueries(d Dialect, table string) queries {
 	}
 	if d == SQLite {
 		q.now = "SELECT " + nowMillis(d)
-		q.insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t, columns, placeholders(1, 18))
-		q.writeLease = fmt.Sprintf("UPDATE %s SET lease_owner = $2, lease_token = $3, lease_expires_at = $4 WHERE operation_id = $1", t)
-		q.writeUpdate = fmt.Sprintf("UPDATE %s SET fingerprint = $2, state = $3, attempts = $4, first_sent_at = $5, "+
-			"last_sent_at = $6, result_ref = $7, result_data = $8, error_text = $9, meta_data = $10, "+
-			"version = $11, updated_at = $12 WHERE operation_id = $1", t)
+		cols := strings.Split(columns, ", ")[1:]
+		for i, c := range cols {
+			cols[i] = c + " = excluded." + c
+		}
+		q.upsertSet = strings.Join(cols, ", ")
 		return q
 	}
 	with := "WITH c AS (SELECT " + nowMillis(d) + " AS ms) "

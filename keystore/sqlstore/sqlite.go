@@ -1,15 +1,11 @@
 package sqlstore
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
 	"runtime"
-	"time"
-
-	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // OpenSQLite opens (creating if needed) the SQLite database file at path and
@@ -61,96 +57,4 @@ func OpenSQLite(path string, opts ...Option) (*Store, error) {
 	s.w = startWriter(wdb, s.q, c, false)
 	s.wdb = wdb
 	return s, nil
-}
-
-func (s *Store) selectRow(ctx context.Context, c *sql.Conn, id string) (row, bool, error) {
-	r, err := scanRow(c.QueryRowContext(ctx, s.q.selectOne, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return row{}, false, nil
-	}
-	if err != nil {
-		return row{}, false, unavailable("read "+id, err)
-	}
-	return r, true, nil
-}
-
-func (s *Store) liteCreate(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
-	res := s.w.do(ctx, func(ctx context.Context, c *sql.Conn, now int64) (result, error) {
-		cur, found, err := s.selectRow(ctx, c, rec.OperationID)
-		if err != nil {
-			return result{}, err
-		}
-		if found {
-			return result{rec: cur.record(), err: fmt.Errorf("%w: %s", keystore.ErrExists, rec.OperationID)}, nil
-		}
-		r := newRow(rec, owner, ttl, now)
-		if _, err := c.ExecContext(ctx, s.q.insert, r.values()...); err != nil {
-			return result{}, unavailable("create "+rec.OperationID, err)
-		}
-		return result{rec: r.record()}, nil
-	})
-	return res.rec, res.err
-}
-
-// liteLease applies a lease decision and writes the lease columns if it
-// changed them.
-func (s *Store) liteLease(ctx context.Context, id string, decide func(cur row, now int64) (row, bool, error)) (keystore.Record, error) {
-	res := s.w.do(ctx, func(ctx context.Context, c *sql.Conn, now int64) (result, error) {
-		cur, found, err := s.selectRow(ctx, c, id)
-		if err != nil {
-			return result{}, err
-		}
-		if !found {
-			return result{err: fmt.Errorf("%w: %s", keystore.ErrNotFound, id)}, nil
-		}
-		next, write, derr := decide(cur, now)
-		if derr != nil {
-			return result{rec: cur.record(), err: derr}, nil
-		}
-		if write {
-			if _, err := c.ExecContext(ctx, s.q.writeLease, id, next.leaseOwner, next.leaseToken, next.leaseExpires); err != nil {
-				return result{}, unavailable("lease "+id, err)
-			}
-		}
-		return result{rec: next.record()}, nil
-	})
-	return res.rec, res.err
-}
-
-func (s *Store) liteUpdate(ctx context.Context, rec keystore.Record) (keystore.Record, error) {
-	res := s.w.do(ctx, func(ctx context.Context, c *sql.Conn, now int64) (result, error) {
-		cur, found, err := s.selectRow(ctx, c, rec.OperationID)
-		if err != nil {
-			return result{}, err
-		}
-		if !found {
-			return result{err: fmt.Errorf("%w: %s", keystore.ErrNotFound, rec.OperationID)}, nil
-		}
-		next, derr := cur.update(rec, now)
-		if derr != nil {
-			return result{rec: cur.record(), err: derr}, nil
-		}
-		if _, err := c.ExecContext(ctx, s.q.writeUpdate, next.id, next.fingerprint, next.state, next.attempts,
-			next.firstSent, next.lastSent, next.resultRef, nilIfEmpty(next.result), next.errText, nilIfEmpty(next.meta),
-			next.version, next.updated); err != nil {
-			return result{}, unavailable("update "+rec.OperationID, err)
-		}
-		return result{rec: next.record()}, nil
-	})
-	return res.rec, res.err
-}
-
-func (s *Store) liteDeleteExpired(ctx context.Context, before int64, limit int) (int, error) {
-	res := s.w.do(ctx, func(ctx context.Context, c *sql.Conn, _ int64) (result, error) {
-		r, err := c.ExecContext(ctx, s.q.deleteExpired, before, int64(limit))
-		if err != nil {
-			return result{}, unavailable("delete expired", err)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return result{}, unavailable("delete expired", err)
-		}
-		return result{n: int(n)}, nil
-	})
-	return res.n, res.err
 }

@@ -25,6 +25,11 @@ type writer struct {
 	// pragmas run on the batch's connection before BEGIN, when the Store
 	// does not own the connection's DSN (New with the caller's db).
 	pragmas []string
+	// keep holds one connection (and its prepared statements) across
+	// batches: the Store owns db and it has that one connection only. With
+	// the caller's db, each batch borrows a connection and gives it back.
+	keep bool
+	conn *sql.Conn // the kept connection; only the writer goroutine uses it
 
 	mu     sync.RWMutex // held for reading while enqueueing; Close takes it to stop new writes
 	closed bool
@@ -33,9 +38,12 @@ type writer struct {
 	done   chan struct{}
 }
 
-// op applies one write inside the batch transaction at database time now
-// (ms). A non-nil error is a database failure: the batch is rolled back.
-type op func(ctx context.Context, c *sql.Conn, now int64) (result, error)
+// op decides one write against the batch's view of the rows at database
+// time now (ms), changing that view; the batch writes the changed rows once
+// at its end. It runs no SQL: SQLite parses every statement anew (the driver
+// keeps no prepared statements), which costs more than running it, so a
+// batch runs one SELECT for all its rows and one upsert for all its changes.
+type op func(v *view, now int64) result
 
 type result struct {
 	rec keystore.Record
@@ -45,8 +53,15 @@ type result struct {
 
 type writeReq struct {
 	ctx context.Context
+	id  string // the row op reads and writes
 	op  op
+	del *deleteReq  // instead of op: DeleteExpired, run as SQL in the batch
 	out chan result // buffered: the writer never blocks on a caller that left
+}
+
+type deleteReq struct {
+	before int64 // ms, exclusive
+	limit  int
 }
 
 func startWriter(db *sql.DB, q queries, c config, callerDB bool) *writer {
@@ -58,6 +73,7 @@ func startWriter(db *sql.DB, q queries, c config, callerDB bool) *writer {
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	w.keep = !callerDB
 	if callerDB {
 		w.pragmas = []string{
 			"PRAGMA synchronous=FULL",
@@ -71,11 +87,11 @@ func startWriter(db *sql.DB, q queries, c config, callerDB bool) *writer {
 // do queues o and waits for its answer. If ctx ends first, do returns at
 // once; the write may still be committed by a batch already under way (as
 // with any database whose reply is lost).
-func (w *writer) do(ctx context.Context, o op) result {
+func (w *writer) do(ctx context.Context, req *writeReq) result {
 	if err := checkCtx(ctx); err != nil {
 		return result{err: err}
 	}
-	req := &writeReq{ctx: ctx, op: o, out: make(chan result, 1)}
+	req.ctx, req.out = ctx, make(chan result, 1)
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -120,6 +136,10 @@ func (w *writer) run() {
 				case req := <-w.queue:
 					w.batch(req)
 				default:
+					if w.conn != nil {
+						_ = w.conn.Close()
+						w.conn = nil
+					}
 					return
 				}
 			}
@@ -166,9 +186,11 @@ collect:
 // busy_timeout bounds the wait for the lock).
 func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 	ctx := context.Background()
-	c, err := w.db.Conn(ctx)
-	if err != nil {
-		return nil, unavailable("write: connect", err)
+	c := w.conn
+	if c == nil {
+		if c, err = w.db.Conn(ctx); err != nil {
+			return nil, unavailable("write: connect", err)
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -177,15 +199,20 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 			_, _ = c.ExecContext(ctx, "ROLLBACK")
 			_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		}
-		_ = c.Close()
+		if err != nil || !w.keep {
+			_ = c.Close()
+			w.conn = nil
+			return
+		}
+		w.conn = c
 	}()
 	for _, p := range w.pragmas {
 		if _, err := c.ExecContext(ctx, p); err != nil {
 			return nil, unavailable("write: "+p, err)
 		}
 	}
-	// IMMEDIATE takes the write lock now, so the reads that decide each
-	// write see what the writes will apply to.
+	// IMMEDIATE takes the write lock now, so the rows read to decide each
+	// write are the rows the writes apply to, even with other processes.
 	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return nil, unavailable("write: begin", err)
 	}
@@ -193,11 +220,48 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 	if err := c.QueryRowContext(ctx, w.q.now).Scan(&now); err != nil {
 		return nil, unavailable("write: clock", err)
 	}
+	ids := make([]string, 0, len(batch))
+	for _, req := range batch {
+		if req.del == nil {
+			ids = append(ids, req.id)
+		}
+	}
+	v, err := loadView(ctx, c, w.q, ids)
+	if err != nil {
+		return nil, err
+	}
 	results = make([]result, len(batch))
 	for i, req := range batch {
-		if results[i], err = req.op(ctx, c, now); err != nil {
+		// BEGIN may have waited for another process's lock: a caller that
+		// gave up meanwhile gets its error and its write is left out.
+		if err := checkCtx(req.ctx); err != nil {
+			results[i] = result{err: err}
+			continue
+		}
+		if req.del == nil {
+			results[i] = req.op(v, now)
+			continue
+		}
+		// A delete sees the writes queued before it, and those after it
+		// see what it removed.
+		if err := v.flush(ctx, c); err != nil {
 			return nil, err
 		}
+		res, err := c.ExecContext(ctx, w.q.deleteExpired, req.del.before, int64(req.del.limit))
+		if err != nil {
+			return nil, unavailable("delete expired", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, unavailable("delete expired", err)
+		}
+		results[i] = result{n: int(n)}
+		if v, err = loadView(ctx, c, w.q, ids); err != nil {
+			return nil, err
+		}
+	}
+	if err := v.flush(ctx, c); err != nil {
+		return nil, err
 	}
 	if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
 		return nil, unavailable("write: commit", err)
