@@ -1,0 +1,170 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	pagpolar "github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+func TestSummarizeNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	got := Summarize(d)
+	if got.N != 100 || got.P50MS != 50 || got.P99MS != 99 || got.MaxMS != 100 {
+		t.Fatalf("Summarize = %+v, want n=100 p50=50 p99=99 max=100", got)
+	}
+	if one := Summarize([]time.Duration{7 * time.Millisecond}); one.P50MS != 7 || one.P99MS != 7 {
+		t.Fatalf("one value: %+v", one)
+	}
+	if (Summarize(nil) != Latency{}) {
+		t.Fatal("no values must give a zero summary")
+	}
+}
+
+func TestCollectorCountsCauses(t *testing.T) {
+	c := NewCollector()
+	ctx := context.Background()
+	for _, e := range []pagpolar.Event{
+		{Kind: pagpolar.EventSaved, OperationID: "a"},
+		{Kind: pagpolar.EventAttempt, OperationID: "a", Cause: "429"},
+		{Kind: pagpolar.EventRetry, OperationID: "a", Cause: "429"},
+		{Kind: pagpolar.EventAttempt, OperationID: "a", Cause: "503"}, // the API's own: a retry follows
+		{Kind: pagpolar.EventRetry, OperationID: "a", Cause: "503"},
+		{Kind: pagpolar.EventAttempt, OperationID: "b", Cause: "503"}, // a gateway's: a lookup follows
+		{Kind: pagpolar.EventLookup, OperationID: "b"},
+		{Kind: pagpolar.EventAttempt, OperationID: "c", Cause: "transport"},
+		{Kind: pagpolar.EventLookup, OperationID: "c"},
+		{Kind: pagpolar.EventBudget, OperationID: "d", Cause: "429"},
+		{Kind: pagpolar.EventReplay, OperationID: "e"},
+	} {
+		c.Observe(ctx, e)
+	}
+	s := c.Snapshot()
+	if s.Attempts != 4 || s.Retries["429"] != 1 || s.Retries["503"] != 1 || s.Ambiguous["503"] != 1 ||
+		s.Ambiguous["transport"] != 1 || s.Lookups != 2 || s.Budget != 1 || s.Replays != 1 {
+		t.Fatalf("snapshot %+v", s)
+	}
+	var sum Stats
+	sum.Add(s)
+	sum.Add(s)
+	if sum.Attempts != 8 || sum.Retries.Total() != 4 {
+		t.Fatalf("Add: %+v", sum)
+	}
+}
+
+// TestVerifyAgainstTheFake drives the fake with plain requests (one sale,
+// a duplicate, a declined sale) and checks each verdict of Verify.
+func TestVerifyAgainstTheFake(t *testing.T) {
+	srv := pagpolartest.NewServer(t)
+	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cust := pagpolar.Customer{Name: "Ana", Email: "ana@example.com", Document: "52998224725"}
+	one, err := c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "o1", Customer: cust})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two operation IDs for one order: the ledger gets two sales for o2.
+	two, err := c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "o2", Customer: cust})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "o2", Customer: cust, OperationID: "again-o2"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Payments.CreditCard(ctx, pagpolar.CreditCardParams{OfferID: "offer-basic", ExternalReference: "o3", Customer: cust, CardToken: "tok_decline_x"})
+	if !errors.Is(err, pagpolar.ErrDeclined) {
+		t.Fatalf("want a decline, got %v", err)
+	}
+	get := func(id string) keystore.Record {
+		r, err := c.Store().Get(ctx, srv.CredentialID+"/"+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ledger := srv.Ledger()
+
+	ok := Verify(srv.CredentialID, ledger, []Expected{
+		{OperationID: "pix:o1", Record: get("pix:o1"), Found: true, Method: "pix", ExternalReference: "o1"},
+		{OperationID: "credit_card:o3", Record: get("credit_card:o3"), Found: true, Method: "credit_card", ExternalReference: "o3"},
+	})
+	if ok.OK() {
+		t.Fatal("o2's two sales belong to no expected operation: want orphans")
+	}
+	if len(ok.Orphans) != 1 || len(ok.Duplicates) != 0 || len(ok.Mismatches) != 0 || len(ok.WithoutOutcome) != 0 {
+		t.Fatalf("check %+v", ok)
+	}
+	if ok.Declined != 1 || ok.Effects != 3 || ok.States["succeeded"] != 1 || ok.States["failed"] != 1 {
+		t.Fatalf("counts %+v", ok)
+	}
+
+	rec2 := get("pix:o2")
+	lost := rec2
+	lost.ResultRef = "sale_not_in_ledger"
+	pending := get("pix:o1")
+	pending.State = keystore.StatePending
+	bad := Verify(srv.CredentialID, ledger, []Expected{
+		{OperationID: "pix:o2", Record: rec2, Found: true, Method: "pix", ExternalReference: "o2"},
+		{OperationID: "pix:o2-lost", Record: lost, Found: true, Method: "pix", ExternalReference: "o2"},
+		{OperationID: "pix:o1", Record: pending, Found: true, Method: "pix", ExternalReference: "o1"},
+		{OperationID: "pix:o9", Method: "pix", ExternalReference: "o9"},
+		{OperationID: "boleto:o1", Record: keystore.Record{State: keystore.StateFailed}, Found: true, Method: "pix", ExternalReference: "o1"},
+	})
+	if len(bad.Duplicates) != 2 || !strings.Contains(bad.Duplicates[0], two.Sale.ID) {
+		t.Errorf("duplicates %v, want o2's two sales (twice: two operations claim the group)", bad.Duplicates)
+	}
+	if len(bad.WithoutOutcome) != 2 {
+		t.Errorf("without outcome %v, want the pending o1 and the missing o9", bad.WithoutOutcome)
+	}
+	if len(bad.Mismatches) != 2 || !strings.Contains(strings.Join(bad.Mismatches, "|"), one.Sale.ID) {
+		t.Errorf("mismatches %v, want the wrong ref and the failed record with a sale", bad.Mismatches)
+	}
+	if bad.OK() {
+		t.Fatal("a bad run reported OK")
+	}
+
+	// The report prints the verdicts and round-trips as JSON.
+	rep := &Report{Mode: "demo", Check: bad, Obtained: Counts{"response": 2}}
+	var txt bytes.Buffer
+	if err := rep.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"pagpolar demo: FAILED", "operations with more than one effect  2   <-- must be 0", "response 2"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, txt.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Check.Duplicates) != 2 {
+		t.Fatalf("JSON round trip: %v %+v", err, back.Check)
+	}
+}
+
+func TestTrafficCountsFaults(t *testing.T) {
+	l := pagpolartest.Ledger{Requests: []pagpolartest.RequestLog{
+		{Method: "POST", CredentialID: "c", Fault: "latency+commit_then_drop"},
+		{Method: "GET", CredentialID: "c"},
+		{Method: "POST", CredentialID: "other", Fault: "gateway"},
+	}}
+	r, f := Traffic(l, "c", 2)
+	if r.Total != 2 || r.Posts != 1 || r.Reads != 1 || r.PerOrder != 1 || f["latency"] != 1 || f["commit_then_drop"] != 1 || f["gateway"] != 0 {
+		t.Fatalf("traffic %+v faults %v", r, f)
+	}
+}
