@@ -330,18 +330,17 @@ func TestSafetyRule5_LookupLagExposure(t *testing.T) {
 		pol := testPolicy()
 		pol.SettleDelay = settle
 		f := newFixture(t, nil, WithRetryPolicy(pol))
-		f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultLookupLag, Delay: 150 * time.Millisecond, Times: 1})
-		f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
+		f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, LookupLag: 150 * time.Millisecond, Times: 1})
 		_, _ = f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-lag", Customer: goodCustomer})
 		return f.successful("sale")
 	}
 	if n := run(400 * time.Millisecond); n != 1 {
 		t.Errorf("SettleDelay longer than the lag: %d sales, want 1", n)
 	}
+	// The exposure, measured: the client cannot tell a lagging "not found"
+	// from a real one, so this is documented in README, not pretended away.
 	if n := run(10 * time.Millisecond); n != 2 {
-		t.Logf("SettleDelay shorter than the lag: %d sales (the exposure did not show this run)", n)
-	} else {
-		t.Logf("exposure reproduced: SettleDelay 10ms < lookup lag 150ms gives 2 sales for one order")
+		t.Errorf("SettleDelay 10ms < lookup lag 150ms: %d sales; the fake no longer reproduces the documented exposure", n)
 	}
 }
 

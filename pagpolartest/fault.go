@@ -48,6 +48,12 @@ type Fault struct {
 	// FaultRateLimit and FaultUnavailable it is the Retry-After (default 1 s).
 	Delay time.Duration
 
+	// LookupLag, with an action that commits (FaultCommitThen500,
+	// FaultCommitThenDrop, ...), also keeps what the request creates out of
+	// the list lookups for this long, as FaultLookupLag does on its own: a
+	// read replica lagging behind a commit that ended in an error.
+	LookupLag time.Duration
+
 	// Status is the status of FaultGateway and FaultGatewayAfterCommit:
 	// 502, 503 or 504 (anything else means 502).
 	Status int

@@ -244,9 +244,9 @@ func (x *exchange) serveMoney(rt route, body []byte, ref string, card bool) {
 			return
 		}
 	}
-	var lag = f.Delay
-	if f.Action != FaultLookupLag {
-		lag = 0
+	lag := f.LookupLag
+	if f.Action == FaultLookupLag {
+		lag = f.Delay
 	}
 	res := s.commit(rt, x.cred, x.key, req, lag, f.Action == FaultDecline)
 	s.deliverEvents()
