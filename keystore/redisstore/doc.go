@@ -33,6 +33,15 @@
 // Acquire that had already been applied into a success instead of
 // ErrExists/ErrConflict or a second token.
 //
+// Concurrent calls share round trips: a Store keeps at most four pipelines
+// in flight; a call that finds one free is sent at once on its own, and
+// calls arriving while all four are busy are sent together (up to 64) by the
+// next free one, as one pipeline on one connection. A lone caller pays
+// nothing for it; at 64 callers it cut the client's CPU per charge about
+// threefold and Redis's by about a third in this package's measurements
+// (see BenchmarkRedisStoreOps). A caller whose context ends while its call
+// is still queued gets the context's error and its call is never sent.
+//
 // Terminal records (succeeded, failed) get a TTL equal to the retention
 // period (WithRetention, default 30 days) so Redis removes them on its own;
 // DeleteExpired removes terminal records older than its cut-off explicitly, in
@@ -60,8 +69,8 @@
 //     create the operation again; an Acquire lost that way lets a later
 //     Acquire hand out the same fencing token twice.
 //   - WithWait(n, timeout) sends WAIT n after each Create, Update and Acquire
-//     on the connection that ran the script: the call returns only once n
-//     replicas have the write in memory. It shrinks the failover window (a
+//     on the connection that ran the script (one WAIT per shared pipeline):
+//     the call returns only once n replicas have the write in memory. It shrinks the failover window (a
 //     promoted replica that acknowledged has the write) at the cost of one
 //     replica round trip per write, and it is not a disk guarantee: replicas
 //     and master can still all lose it in a common power loss.

@@ -5,11 +5,13 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -111,6 +113,31 @@ func TestWaitWithReplica(t *testing.T) {
 	// The replica's copy expires with the master's: the TTL replicates too.
 	if ttl := replica.PTTL(ctx, s.recordKey("op")).Val(); ttl <= 0 {
 		t.Fatalf("replica's copy of a terminal record has TTL %v, want the retention", ttl)
+	}
+
+	// Concurrent writers share pipelines and one WAIT per pipeline; each
+	// still returns only once its own write is on the replica.
+	const writers = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := 0; i < writers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			id := fmt.Sprintf("conc/%d", i)
+			if _, err := s.Create(ctx, keystore.Record{OperationID: id}, "w", time.Minute); err != nil {
+				errs <- err
+				return
+			}
+			if n := replica.Exists(ctx, s.recordKey(id)).Val(); n != 1 {
+				errs <- fmt.Errorf("%s not on the replica when Create returned", id)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 
 	// Freeze the replica: WAIT gets no acknowledgement within its timeout.

@@ -21,6 +21,7 @@ import (
 type Store struct {
 	client redis.UniversalClient
 	cfg    config
+	batch  *batcher
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -48,6 +49,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{client: client, cfg: cfg}
+	s.batch = &batcher{exec: s.execBatch, maxBusy: defaultMaxBusy, maxBatch: defaultMaxBatch}
 	if err := s.checkDurableClient(); err != nil {
 		return nil, err
 	}
@@ -141,24 +143,19 @@ func parseReply(res interface{}) (scriptReply, error) {
 	return r, err
 }
 
-// eval runs a script for operation id. When durable is set and a
-// durability mode is configured, WAIT/WAITAOF follows the script on the same
-// connection, and an "ok" that the wait does not confirm comes back with an
-// error wrapping ErrNotDurable and keystore.ErrUnavailable.
+// eval runs a script for operation id, batched with concurrent calls (see
+// batcher). When durable is set and a durability mode is configured,
+// WAIT/WAITAOF follows the script on the same connection, and an "ok" that
+// the wait does not confirm comes back with an error wrapping ErrNotDurable
+// and keystore.ErrUnavailable.
 func (s *Store) eval(ctx context.Context, op, id string, sc *redis.Script, durable bool, keys []string, args ...interface{}) (scriptReply, error) {
 	if err := ctx.Err(); err != nil {
 		return scriptReply{}, wrapErr(op, id, err)
 	}
-	var (
-		res     interface{}
-		waitErr error
-		err     error
-	)
-	if durable && s.cfg.durability.mode != durableNone {
-		res, waitErr, err = s.evalDurable(ctx, sc, keys, args...)
-	} else {
-		res, err = sc.Run(ctx, s.client, keys, args...).Result()
-	}
+	res, waitErr, err := s.batch.do(&call{
+		ctx: ctx, sc: sc, keys: keys, args: args, durable: durable && s.cfg.durability.mode != durableNone,
+		done: make(chan struct{}),
+	})
 	if err != nil {
 		return scriptReply{}, wrapErr(op, id, err)
 	}
@@ -170,42 +167,6 @@ func (s *Store) eval(ctx context.Context, op, id string, sc *redis.Script, durab
 		return r, fmt.Errorf("redisstore: %s %q: %w: %w: %w", op, id, keystore.ErrUnavailable, ErrNotDurable, waitErr)
 	}
 	return r, nil
-}
-
-// evalDurable pipelines the script and the wait on one connection of the
-// record's master: WAIT and WAITAOF only cover writes made on their own
-// connection.
-func (s *Store) evalDurable(ctx context.Context, sc *redis.Script, keys []string, args ...interface{}) (res interface{}, waitErr, err error) {
-	node, err := s.nodeFor(ctx, keys[0])
-	if err != nil {
-		return nil, nil, err
-	}
-	run := func(full bool) (ev, wait *redis.Cmd) {
-		// Errors are read per command below.
-		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if full {
-				ev = sc.Eval(ctx, p, keys, args...)
-			} else {
-				ev = sc.EvalSha(ctx, p, keys, args...)
-			}
-			wait = s.waitCmd(ctx, p)
-			return nil
-		})
-		return ev, wait
-	}
-	ev, wait := run(false)
-	if isNoScript(ev.Err()) {
-		ev, wait = run(true)
-	}
-	if err := ev.Err(); err != nil {
-		if cc, ok := s.client.(*redis.ClusterClient); ok && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
-			// The node client does not follow redirections; let the cluster
-			// client learn the new slot map for the next call.
-			cc.ReloadState(ctx)
-		}
-		return nil, nil, err
-	}
-	return ev.Val(), s.checkWait(wait), nil
 }
 
 func (s *Store) nodeFor(ctx context.Context, key string) (*redis.Client, error) {
