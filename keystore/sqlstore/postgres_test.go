@@ -1,0 +1,212 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
+)
+
+// Two pools on one table stand for two processes.
+func TestPostgresTwoProcesses(t *testing.T) {
+	var a, b sharedPG
+	t.Cleanup(a.close)
+	t.Cleanup(b.close)
+	ctx := context.Background()
+	sa := newPostgres(t, a.get(t))
+	sb, err := sqlstore.New(b.get(t), sqlstore.WithTable(sa.Table()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := []*sqlstore.Store{sa, sb}
+	for round := 0; round < 3; round++ {
+		id := fmt.Sprintf("order-%d", round)
+		var wg sync.WaitGroup
+		errs := make(chan error, 32)
+		for i := 0; i < 32; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, err := stores[i%2].Create(ctx, rec(id), fmt.Sprintf("owner-%d", i), time.Minute)
+				errs <- err
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		wins := 0
+		for err := range errs {
+			if err == nil {
+				wins++
+			} else if !errors.Is(err, keystore.ErrExists) {
+				t.Fatal(err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("%d Creates won across two pools, want 1", wins)
+		}
+	}
+}
+
+func TestPostgresMigrateConcurrently(t *testing.T) {
+	var pg sharedPG
+	t.Cleanup(pg.close)
+	db := pg.get(t)
+	s := newPostgres(t, db) // migrated once
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.Migrate(context.Background())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Migrate: %v", err)
+		}
+	}
+}
+
+func TestPostgresUnreachable(t *testing.T) {
+	postgresDSN(t) // only where PostgreSQL tests run
+	s, err := sqlstore.OpenPostgres("postgres://nobody:s3cret-pw@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatalf("OpenPostgres: %v", err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Ping(ctx); !errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("Ping: %v, want ErrUnavailable", err)
+	}
+	_, err = s.Create(ctx, rec("x"), "w", time.Minute)
+	if !errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("Create: %v, want ErrUnavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cret-pw") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
+
+// The store's connections are killed by the server: calls may fail once
+// with ErrUnavailable, then work again without a restart.
+func TestPostgresConnectionsKilled(t *testing.T) {
+	dsn := postgresDSN(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := "pagpolar_kill_" + randomSuffix(t)
+	cfg.RuntimeParams["application_name"] = app
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { db.Close() }) // after newPostgres's clean-up drops the table
+	s := newPostgres(t, db)
+	if _, err := s.Create(ctx, rec("before"), "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	var admin sharedPG
+	defer admin.close()
+	var killed int
+	if err := admin.get(t).QueryRowContext(ctx,
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed == 0 {
+		t.Fatal("no connection of the store to terminate")
+	}
+	var lastErr error
+	for attempt := 0; attempt < 10; attempt++ {
+		_, lastErr = s.Create(ctx, rec("after"), "w", time.Minute)
+		if lastErr == nil || errors.Is(lastErr, keystore.ErrExists) {
+			lastErr = nil
+			break
+		}
+		if !errors.Is(lastErr, keystore.ErrUnavailable) {
+			t.Fatalf("Create after the connections were killed: %v, want ErrUnavailable or success", lastErr)
+		}
+	}
+	if lastErr != nil {
+		t.Fatalf("store did not recover after its connections were killed: %v", lastErr)
+	}
+	if _, err := s.Get(ctx, "before"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The database goes away entirely and comes back: calls fail closed with
+// ErrUnavailable meanwhile, and work again afterwards with the same Store.
+func TestPostgresDatabaseGoneAndBack(t *testing.T) {
+	dsn := postgresDSN(t)
+	ctx := context.Background()
+	var admin sharedPG
+	t.Cleanup(admin.close) // after the clean-up below drops the database
+	adb := admin.get(t)
+	dbname := "pagpolar_outage_" + randomSuffix(t)
+	if _, err := adb.ExecContext(ctx, "CREATE DATABASE "+dbname); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := adb.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+dbname+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", dbname, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = dbname
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	s, err := sqlstore.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, rec("before"), "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := adb.ExecContext(ctx, "DROP DATABASE "+dbname+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []func() error{
+		func() error { _, err := s.Create(ctx, rec("during"), "w", time.Minute); return err },
+		func() error { _, err := s.Get(ctx, "before"); return err },
+		func() error { return s.Ping(ctx) },
+	} {
+		if err := call(); !errors.Is(err, keystore.ErrUnavailable) {
+			t.Fatalf("call while the database is gone: %v, want ErrUnavailable", err)
+		}
+	}
+
+	if _, err := adb.ExecContext(ctx, "CREATE DATABASE "+dbname); err != nil {
+		t.Fatal(err)
+	}
+	var err2 error
+	for attempt := 0; attempt < 10; attempt++ {
+		if err2 = s.Migrate(ctx); err2 == nil {
+			break
+		}
+	}
+	if err2 != nil {
+		t.Fatalf("Migrate after the database came back: %v", err2)
+	}
+	if _, err := s.Create(ctx, rec("after"), "w", time.Minute); err != nil {
+		t.Fatalf("Create after the database came back: %v", err)
+	}
+}
