@@ -395,7 +395,7 @@ func (c *Client) get(ctx context.Context, path string, query url.Values, out any
 		case err != nil:
 			last = err
 		case r.status >= 200 && r.status < 300:
-			c.budget.onSuccess()
+			c.budget.onAnswer()
 			if out != nil {
 				if err := json.Unmarshal(r.body, out); err != nil {
 					return r, fmt.Errorf("pagpolar: decoding %s response: %w", path, err)
@@ -406,14 +406,17 @@ func (c *Client) get(ctx context.Context, path string, query url.Values, out any
 			last = c.apiError(ctx, r, "")
 			retryAfter = c.retryAfter(r.header)
 		default:
+			c.budget.onAnswer()
 			return r, c.apiError(ctx, r, "")
 		}
-		c.budget.onFailure()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", path, ctx.Err(), last)
 		}
 		if attempt >= c.policy.MaxAttempts {
 			return nil, fmt.Errorf("pagpolar: GET %s failed after %d attempts: %w", path, attempt, last)
+		}
+		if !c.budget.takeRetry() {
+			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %w)", path, ErrBudgetExhausted, last)
 		}
 		w := c.policy.nextWait(bo, retryAfter)
 		c.emit(ctx, Event{Kind: EventWait, Path: path, Attempt: attempt, Wait: w, Err: last})

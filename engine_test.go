@@ -627,3 +627,29 @@ func TestTokenNeverLeaks(t *testing.T) {
 		t.Fatalf("unauthorized: %v", err)
 	}
 }
+
+// TestKnownExposure_ServerProcessingPastWindow measures SAFETY's first known
+// exposure: a server that keeps processing past its in-processing mark
+// commits after the client trusted a "not found" and resent. Two sales. The
+// SDK cannot see this from outside; the margin (WindowMargin + SettleDelay)
+// is the only defence, and the README says so.
+func TestKnownExposure_ServerProcessingPastWindow(t *testing.T) {
+	pol := testPolicy()
+	pol.AttemptTimeout = 80 * time.Millisecond
+	f := newFixture(t, nil, WithRetryPolicy(pol))
+	// Held for twice the window: the mark expires at 300 ms, the commit
+	// lands at 800 ms.
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultHold, Delay: 800 * time.Millisecond, Times: 1})
+	if _, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-late", Customer: goodCustomer}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the held request to commit.
+	deadline := time.Now().Add(5 * time.Second)
+	for f.successful("sale") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // real time is the subject here: the hold runs on it
+	}
+	if n := f.successful("sale"); n != 2 {
+		t.Fatalf("%d sales; the fake should reproduce the documented exposure (2)", n)
+	}
+	t.Logf("exposure reproduced: a hold of 800ms past a 300ms window gives 2 sales for one operation")
+}

@@ -391,7 +391,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 
 		switch v {
 		case vSuccess:
-			c.budget.onSuccess()
+			c.budget.onAnswer()
 			src := SourceResponse
 			if r.replayed {
 				src = SourceReplay
@@ -407,7 +407,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			return e.succeed(ctx, ref, result, src)
 
 		case vFailed:
-			c.budget.onSuccess() // the API is answering
+			c.budget.onAnswer()
 			e.rec.State, e.rec.Error = keystore.StateFailed, oneLine(apiErr.Error())
 			e.rec.Result = mustJSON(storedFailure{Status: apiErr.StatusCode, Code: apiErr.Code, Message: apiErr.Message, RequestID: apiErr.RequestID})
 			serr := e.save(ctx)
@@ -423,7 +423,6 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: apiErr}
 
 		case vRetry:
-			c.budget.onFailure()
 			notProcessed++
 			var last error = apiErr
 			if apiErr == nil {
@@ -436,7 +435,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			if notProcessed >= p.MaxAttempts {
 				return nil, e.notExecuted(ctx, fmt.Errorf("gave up after %d attempts that were not processed: %w", notProcessed, last))
 			}
-			if !c.budget.allowRetry() {
+			if !c.budget.takeRetry() {
 				c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: cause})
 				return nil, e.notExecuted(ctx, fmt.Errorf("%w (last answer: %w)", ErrBudgetExhausted, last))
 			}
@@ -448,7 +447,6 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			e.retries++
 
 		case vAmbiguousEnd, vAmbiguous, vInProgress:
-			c.budget.onFailure()
 			now := c.clock.Now()
 			switch v {
 			case vAmbiguousEnd:
@@ -558,7 +556,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 					if !resend {
 						return e.settleNotExecuted(ctx)
 					}
-					if !c.budget.allowRetry() {
+					if !c.budget.takeRetry() {
 						c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: "trusted-not-found"})
 						return nil, e.notExecuted(ctx, fmt.Errorf("%w: lookup proved the request was not executed; call again to send", ErrBudgetExhausted))
 					}

@@ -153,11 +153,15 @@ func (p RetryPolicy) nextWait(b backoff.BackOff, retryAfter time.Duration) time.
 	return w
 }
 
-// RetryBudget limits retries client-wide so that an API that is down is not
-// hit by every caller's retries at once (after gRPC's retry throttling): each
-// failed attempt costs one token, each success earns TokenRatio, and a retry
-// is allowed only while more than half of MaxTokens remain. First attempts
-// are never blocked. Safe for concurrent use.
+// RetryBudget limits retries client-wide, so that an API that is failing
+// is not hit by every caller's retries at once (in the spirit of gRPC retry
+// throttling and the AWS SDK retry quota). Every retry — a resend, or a
+// repeated read — spends one token; every definite answer from the API earns
+// Ratio tokens, up to MaxTokens. First attempts are never blocked. In the
+// long run retries stay below Ratio × answered requests, plus a burst of
+// MaxTokens: during a full outage (no answers) at most MaxTokens retries are
+// sent in all, then none until the API answers again. Safe for concurrent
+// use.
 type RetryBudget struct {
 	mu     sync.Mutex
 	tokens float64
@@ -165,35 +169,42 @@ type RetryBudget struct {
 	ratio  float64
 }
 
-// NewRetryBudget returns a full budget. maxTokens <= 0 means 100; ratio <= 0
-// means 0.1.
+// Defaults of NewRetryBudget: a burst of 100 retries, then one retry per
+// two answered requests. 0.5 keeps retries flowing at the 10–30 % shedding
+// an overloaded API does, and stops them when nearly nothing is answered.
+const (
+	DefaultBudgetTokens = 100
+	DefaultBudgetRatio  = 0.5
+)
+
+// NewRetryBudget returns a full budget. maxTokens <= 0 means
+// DefaultBudgetTokens; ratio <= 0 means DefaultBudgetRatio.
 func NewRetryBudget(maxTokens, ratio float64) *RetryBudget {
 	if maxTokens <= 0 {
-		maxTokens = 100
+		maxTokens = DefaultBudgetTokens
 	}
 	if ratio <= 0 {
-		ratio = 0.1
+		ratio = DefaultBudgetRatio
 	}
 	return &RetryBudget{tokens: maxTokens, max: maxTokens, ratio: ratio}
 }
 
-func (b *RetryBudget) onFailure() {
-	b.mu.Lock()
-	b.tokens = math.Max(0, b.tokens-1)
-	b.mu.Unlock()
-}
-
-func (b *RetryBudget) onSuccess() {
+// onAnswer records a definite answer from the API.
+func (b *RetryBudget) onAnswer() {
 	b.mu.Lock()
 	b.tokens = math.Min(b.max, b.tokens+b.ratio)
 	b.mu.Unlock()
 }
 
-// allowRetry reports whether one more retry may be sent now.
-func (b *RetryBudget) allowRetry() bool {
+// takeRetry spends a token for one retry, or reports that none is left.
+func (b *RetryBudget) takeRetry() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.tokens > b.max/2
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // Tokens returns the tokens left (for metrics and tests).
