@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -116,4 +119,80 @@ func runParallel(b *testing.B, par int, fn func(ctx context.Context, ref string)
 			}
 		}
 	})
+}
+
+// fastBenchPolicy shortens waits so the behaviour benchmarks measure
+// requests, not sleeping.
+func fastBenchPolicy() pagpolar.RetryPolicy {
+	return pagpolar.RetryPolicy{
+		MaxRetryAfter: time.Millisecond, ProcessingWindow: 50 * time.Millisecond, WindowMargin: 5 * time.Millisecond,
+		SettleDelay: 5 * time.Millisecond, LookupInterval: 5 * time.Millisecond,
+		NewBackOff: func() backoff.BackOff { return &backoff.ConstantBackOff{Interval: time.Millisecond} },
+	}
+}
+
+func posts(srv *pagpolartest.Server) int {
+	n := 0
+	for _, r := range srv.Ledger().Requests {
+		if r.Method == http.MethodPost {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkRequestsPerOrder measures requests per PIX order while the API
+// sheds a share p of requests with its own 503. The ideal, retrying until
+// success, is 1/(1-p); the retry budget may refuse some retries at high p
+// (reported as not-executed/order).
+func BenchmarkRequestsPerOrder(b *testing.B) {
+	for _, p := range []float64{0.10, 0.50} {
+		b.Run(fmt.Sprintf("unavailable=%d%%", int(p*100)), func(b *testing.B) {
+			srv := pagpolartest.NewServer(b, pagpolartest.WithProcessingWindow(50*time.Millisecond))
+			srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultUnavailable, Probability: p, Delay: time.Millisecond})
+			c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL),
+				pagpolar.WithHTTPClient(benchTransport()), pagpolar.WithRetryPolicy(fastBenchPolicy()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			notExecuted := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_, err := c.Payments.Pix(context.Background(), pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: fmt.Sprintf("rpo-%d", benchSeq.Add(1)), Customer: benchCustomer})
+				if err != nil {
+					if errors.Is(err, pagpolar.ErrOutcomeUnknown) {
+						b.Fatalf("503 must never end unknown: %v", err)
+					}
+					notExecuted++
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(posts(srv))/float64(b.N), "requests/order")
+			b.ReportMetric(1/(1-p), "ideal-requests/order")
+			b.ReportMetric(float64(notExecuted)/float64(b.N), "not-executed/order")
+		})
+	}
+}
+
+// BenchmarkOutage measures extra attempts per first attempt once the retry
+// budget has drained during a full outage (every request shed). Goal: ≤ 0.10.
+func BenchmarkOutage(b *testing.B) {
+	srv := pagpolartest.NewServer(b)
+	srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultUnavailable, Delay: time.Millisecond})
+	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL),
+		pagpolar.WithHTTPClient(benchTransport()), pagpolar.WithRetryPolicy(fastBenchPolicy()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Drain the budget first: the figure is about the steady outage.
+	for i := 0; c.Budget().Tokens() >= 1; i++ {
+		_, _ = c.Payments.Pix(context.Background(), pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: fmt.Sprintf("drain-%d", benchSeq.Add(1)), Customer: benchCustomer})
+	}
+	before := posts(srv)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, _ = c.Payments.Pix(context.Background(), pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: fmt.Sprintf("outage-%d", benchSeq.Add(1)), Customer: benchCustomer})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(posts(srv)-before-b.N)/float64(b.N), "extra-attempts/order")
 }
