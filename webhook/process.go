@@ -133,12 +133,12 @@ func (in *Inbox) process(key string) {
 	if rec.Attempts > in.cfg.MaxAttempts {
 		// Its last attempts never recorded an outcome (crashes or lost
 		// leases): running it again could crash again.
-		in.complete(log, rec, Outcome{State: StateDead, Error: fmt.Sprintf("gave up: %d attempts started, the last without an outcome", rec.Attempts-1)})
+		in.complete(log, rec, Outcome{State: StateDead, Error: fmt.Sprintf("gave up: %d attempts started, the last without an outcome", rec.Attempts-1)}, in.cfg.Clock.Now())
 		return
 	}
 	ev, err := eventOf(rec)
 	if err != nil {
-		in.complete(log, rec, Outcome{State: StateDead, Error: "stored payload unreadable: " + err.Error()})
+		in.complete(log, rec, Outcome{State: StateDead, Error: "stored payload unreadable: " + err.Error()}, in.cfg.Clock.Now())
 		return
 	}
 	herr, cause := in.run(rec, ev)
@@ -162,7 +162,7 @@ func (in *Inbox) process(key string) {
 	default:
 		out = Outcome{State: StateError, NextAttemptAt: now.Add(in.cfg.Backoff(rec.Attempts)), Error: oneLine(herr.Error())}
 	}
-	in.complete(log, rec, out)
+	in.complete(log, rec, out, now)
 }
 
 var errNoHandler = errors.New("no handler for this event: recorded without processing")
@@ -235,15 +235,16 @@ func call(ctx context.Context, h HandlerFunc, ev *Event) (err error) {
 
 // complete records out, retrying briefly: an outcome that is not recorded
 // lets the lease expire and the event run again.
-func (in *Inbox) complete(log *slog.Logger, rec Record, out Outcome) {
+func (in *Inbox) complete(log *slog.Logger, rec Record, out Outcome, now time.Time) {
 	var err error
 	for i := 0; i < 3; i++ {
 		if i > 0 {
 			<-in.cfg.Clock.After(time.Duration(i) * time.Second)
+			now = in.cfg.Clock.Now()
 		}
 		ctx, cancel := in.storeCtx()
 		var stored Record
-		stored, err = in.cfg.Store.Complete(ctx, rec.Key, rec.LeaseToken, out, in.cfg.Clock.Now())
+		stored, err = in.cfg.Store.Complete(ctx, rec.Key, rec.LeaseToken, out, now)
 		cancel()
 		if err == nil {
 			in.logOutcome(log, stored)
