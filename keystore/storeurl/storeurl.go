@@ -1,0 +1,229 @@
+// Package storeurl opens a keystore.Store named by a URL, for command-line
+// tools and configuration files:
+//
+//	memory:                                   in-process, tests only (a restart forgets every key)
+//	sqlite:PATH                               SQLite file (created if absent); also sqlite:///abs/path
+//	postgres://user:pw@host:5432/db?…         PostgreSQL (pgx DSN; postgresql:// too)
+//	redis://user:pw@host:6379/0               Redis, single node (rediss:// for TLS)
+//
+// Query parameters the store understands are taken out before the rest goes
+// to the driver: table=NAME (sqlite, postgres; default
+// sqlstore.DefaultTable), busy_timeout=DURATION (sqlite), prefix=PREFIX
+// (redis; default "pagpolar").
+//
+// Open creates the schema where there is one (sqlstore Migrate, idempotent)
+// and checks that the store answers, so an unreachable store fails at once
+// with an error wrapping keystore.ErrUnavailable. Errors never show a
+// password: URLs are quoted with their userinfo redacted.
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/redisstore"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrBadURL is wrapped by every error about the URL itself (as opposed to
+// the store it names being unreachable, which wraps keystore.ErrUnavailable).
+var ErrBadURL = errors.New("storeurl: bad store URL")
+
+// Forms lists the accepted URL forms, for usage messages.
+const Forms = "memory:, sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…"
+
+// Open opens the store rawURL names and returns it with the function that
+// closes it (and whatever Open opened for it). ctx bounds the schema
+// migration and the first contact with the store.
+func Open(ctx context.Context, rawURL string) (keystore.Store, func() error, error) {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok || scheme == "" {
+		return nil, nil, fmt.Errorf("%w: %q has no scheme; want one of %s", ErrBadURL, redact(rawURL), Forms)
+	}
+	switch strings.ToLower(scheme) {
+	case "memory":
+		if rest := rawURL[len(scheme)+1:]; rest != "" && rest != "//" {
+			return nil, nil, fmt.Errorf("%w: memory: takes nothing after the colon, got %q", ErrBadURL, rest)
+		}
+		return keystore.NewMemory(), func() error { return nil }, nil
+	case "sqlite":
+		return openSQLite(ctx, rawURL[len(scheme)+1:])
+	case "postgres", "postgresql":
+		return openPostgres(ctx, rawURL)
+	case "redis", "rediss":
+		return openRedis(ctx, rawURL)
+	}
+	return nil, nil, fmt.Errorf("%w: unknown scheme %q; want one of %s", ErrBadURL, scheme, Forms)
+}
+
+// redact returns rawURL with any password replaced, for error messages. A
+// string that does not parse as a URL is cut at its userinfo.
+func redact(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	if at := strings.LastIndex(rawURL, "@"); at >= 0 {
+		if i := strings.Index(rawURL, "://"); i >= 0 && i < at {
+			return rawURL[:i+3] + "xxxxx" + rawURL[at:]
+		}
+		return "xxxxx" + rawURL[at:]
+	}
+	return rawURL
+}
+
+// parseURL parses rawURL without ever echoing it: url.Parse's own error
+// quotes the whole string, password included.
+func parseURL(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadURL, redact(rawURL), err)
+	}
+	return u, nil
+}
+
+// takeParam removes key from u's query and returns its value. The query is
+// parsed strictly: url.URL.Query would silently drop a malformed pair
+// (e.g. one with a semicolon), and with it a setting the user asked for.
+func takeParam(u *url.URL, key string) (string, bool, error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", false, fmt.Errorf("%w: %s: query: %v", ErrBadURL, u.Redacted(), err)
+	}
+	vals, ok := q[key]
+	if !ok {
+		return "", false, nil
+	}
+	q.Del(key)
+	u.RawQuery = q.Encode()
+	return vals[len(vals)-1], true, nil
+}
+
+func openSQLite(ctx context.Context, rest string) (keystore.Store, func() error, error) {
+	pathPart, rawQuery, _ := strings.Cut(rest, "?")
+	if strings.HasPrefix(pathPart, "//") {
+		// URL form: sqlite:///abs/path; a host makes no sense for a file.
+		if !strings.HasPrefix(pathPart, "///") {
+			return nil, nil, fmt.Errorf("%w: sqlite:%s: a host is not allowed; use sqlite:PATH or sqlite:///ABS/PATH", ErrBadURL, pathPart)
+		}
+		pathPart = pathPart[2:]
+	}
+	path, err := url.PathUnescape(pathPart)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: sqlite path %q: %v", ErrBadURL, pathPart, err)
+	}
+	if path == "" {
+		return nil, nil, fmt.Errorf("%w: sqlite: needs a file path, e.g. sqlite:/var/lib/shop/pagpolar.db", ErrBadURL)
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: sqlite query %q: %v", ErrBadURL, rawQuery, err)
+	}
+	var opts []sqlstore.Option
+	for key, vals := range q {
+		v := vals[len(vals)-1]
+		switch key {
+		case "table":
+			opts = append(opts, sqlstore.WithTable(v))
+		case "busy_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: sqlite busy_timeout %q: %v", ErrBadURL, v, err)
+			}
+			opts = append(opts, sqlstore.WithBusyTimeout(d))
+		default:
+			return nil, nil, fmt.Errorf("%w: sqlite: unknown parameter %q (known: table, busy_timeout)", ErrBadURL, key)
+		}
+	}
+	s, err := sqlstore.OpenSQLite(path, opts...)
+	if err != nil {
+		return nil, nil, badOrUnavailable("sqlite:"+path, err)
+	}
+	return migrated(ctx, s, "sqlite:"+path)
+}
+
+func openPostgres(ctx context.Context, rawURL string) (keystore.Store, func() error, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	var opts []sqlstore.Option
+	table, ok, err := takeParam(u, "table")
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		opts = append(opts, sqlstore.WithTable(table))
+	}
+	s, err := sqlstore.OpenPostgres(u.String(), opts...)
+	if err != nil {
+		return nil, nil, badOrUnavailable(u.Redacted(), err)
+	}
+	return migrated(ctx, s, u.Redacted())
+}
+
+// badOrUnavailable wraps an error from opening a store: unreachable stays
+// ErrUnavailable, anything else is a problem with the URL.
+func badOrUnavailable(name string, err error) error {
+	if errors.Is(err, keystore.ErrUnavailable) {
+		return fmt.Errorf("storeurl: %s: %w", name, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrBadURL, name, err)
+}
+
+func migrated(ctx context.Context, s *sqlstore.Store, name string) (keystore.Store, func() error, error) {
+	if err := s.Migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, nil, fmt.Errorf("storeurl: %s: %w", name, err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, nil, fmt.Errorf("storeurl: %s: %w", name, err)
+	}
+	return s, s.Close, nil
+}
+
+func openRedis(ctx context.Context, rawURL string) (keystore.Store, func() error, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	var opts []redisstore.Option
+	prefix, ok, err := takeParam(u, "prefix")
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		opts = append(opts, redisstore.WithPrefix(prefix))
+	}
+	ropts, err := redis.ParseURL(u.String())
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadURL, u.Redacted(), err)
+	}
+	client := redis.NewClient(ropts)
+	// New checks the options first, then reaches Redis (within its own
+	// bound); the Ping after it honours ctx.
+	s, err := redisstore.New(client, opts...)
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, badOrUnavailable(u.Redacted(), err)
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, nil, fmt.Errorf("storeurl: %s: %w: %w", u.Redacted(), keystore.ErrUnavailable, err)
+	}
+	return s, client.Close, nil
+}

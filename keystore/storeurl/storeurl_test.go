@@ -1,0 +1,213 @@
+package storeurl_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
+	"github.com/redis/go-redis/v9"
+)
+
+func suffix(t *testing.T) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// roundTrip checks the store works: create, read back, settle, list.
+func roundTrip(t *testing.T, s keystore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	id := "storeurl/" + suffix(t)
+	rec, err := s.Create(ctx, keystore.Record{OperationID: id, Key: "k", Kind: "pix", State: keystore.StatePending}, "w", time.Minute)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	rec.State = keystore.StateSucceeded
+	if _, err := s.Update(ctx, rec); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	got, err := s.Get(ctx, id)
+	if err != nil || got.State != keystore.StateSucceeded {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
+func open(t *testing.T, raw string) keystore.Store {
+	t.Helper()
+	s, closeFn, err := storeurl.Open(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", raw, err)
+	}
+	t.Cleanup(func() {
+		if err := closeFn(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestMemory(t *testing.T) {
+	for _, raw := range []string{"memory:", "memory://", "MEMORY:"} {
+		s := open(t, raw)
+		if _, ok := s.(*keystore.Memory); !ok {
+			t.Fatalf("Open(%q) = %T, want *keystore.Memory", raw, s)
+		}
+		roundTrip(t, s)
+	}
+}
+
+func TestSQLite(t *testing.T) {
+	dir := t.TempDir()
+	abs := filepath.Join(dir, "a.db")
+	roundTrip(t, open(t, "sqlite:"+abs))
+	roundTrip(t, open(t, "sqlite://"+filepath.Join(dir, "b.db")+"?table=shop_ops&busy_timeout=2s"))
+	// Reopening the same file and table sees the same records.
+	s1 := open(t, "sqlite:"+abs+"?table=t1")
+	ctx := context.Background()
+	if _, err := s1.Create(ctx, keystore.Record{OperationID: "x", Key: "k", Kind: "pix"}, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, "sqlite:"+abs+"?table=t1")
+	if _, err := s2.Get(ctx, "x"); err != nil {
+		t.Fatalf("second Open does not see the first one's record: %v", err)
+	}
+	// A relative path, with an escaped character.
+	wd, _ := os.Getwd()
+	t.Cleanup(func() { _ = os.Chdir(wd) })
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, open(t, "sqlite:rel%20ops.db"))
+	if _, err := os.Stat(filepath.Join(dir, "rel ops.db")); err != nil {
+		t.Fatalf("relative path not created: %v", err)
+	}
+}
+
+func TestBadURLs(t *testing.T) {
+	dir := t.TempDir()
+	for _, raw := range []string{
+		"",
+		"no-scheme",
+		"ftp://example.com/x",
+		"memory:x",
+		"sqlite:",
+		"sqlite://host/x.db",
+		"sqlite:" + filepath.Join(dir, "x.db") + "?colour=blue",
+		"sqlite:" + filepath.Join(dir, "x.db") + "?table=bad-name",
+		"sqlite:" + filepath.Join(dir, "x.db") + "?busy_timeout=soon",
+		"postgres://u:hunter2@127.0.0.1:5432/db?table=x;drop",
+		"postgres://u:hunter2@127.0.0.1:5432/db?table=x-y",
+		"redis://u:hunter2@127.0.0.1:6379/0?prefix=a{b}",
+		"postgres://u:hunter2@[::1/db",
+		"redis://u:hunter2@127.0.0.1:6379/notanumber",
+		"redis://u:hunter2@127.0.0.1:6379/0?bogus=1",
+	} {
+		_, _, err := storeurl.Open(context.Background(), raw)
+		if !errors.Is(err, storeurl.ErrBadURL) {
+			t.Errorf("Open(%q): %v, want ErrBadURL", raw, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q): error shows the password: %v", raw, err)
+		}
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, raw := range []string{
+		"postgres://u:hunter2@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
+		"redis://u:hunter2@127.0.0.1:1/0?dial_timeout=2s",
+	} {
+		_, _, err := storeurl.Open(ctx, raw)
+		if !errors.Is(err, keystore.ErrUnavailable) {
+			t.Errorf("Open(%q): %v, want ErrUnavailable", raw, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q): error shows the password: %v", raw, err)
+		}
+	}
+	// A SQLite file that cannot be created.
+	_, _, err := storeurl.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "missing-dir", "x.db"))
+	if !errors.Is(err, keystore.ErrUnavailable) {
+		t.Errorf("Open(sqlite in a missing directory): %v, want ErrUnavailable", err)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	dsn := os.Getenv("PAGPOLAR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("PAGPOLAR_TEST_POSTGRES_DSN is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable): skipping")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("PAGPOLAR_TEST_POSTGRES_DSN is not a postgres:// URL: skipping")
+	}
+	table := "storeurl_test_" + suffix(t)
+	q := u.Query()
+	q.Set("table", table)
+	u.RawQuery = q.Encode()
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer db.Close()
+		if _, err := db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	roundTrip(t, open(t, u.String()))
+	u.Scheme = "postgresql"
+	roundTrip(t, open(t, u.String()))
+}
+
+func TestRedis(t *testing.T) {
+	raw := os.Getenv("PAGPOLAR_TEST_REDIS_URL")
+	if raw == "" {
+		t.Skip("PAGPOLAR_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0): skipping")
+	}
+	prefix := "storeurl_test_" + suffix(t)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("prefix", prefix)
+	u.RawQuery = q.Encode()
+	t.Cleanup(func() {
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c := redis.NewClient(opts)
+		defer c.Close()
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("clean up %s*: %v", prefix, err)
+		}
+	})
+	roundTrip(t, open(t, u.String()))
+}
