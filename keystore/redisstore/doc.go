@@ -83,11 +83,16 @@
 // When WAIT or WAITAOF reports fewer acknowledgements than asked for within
 // the timeout, or fails, the write has still been applied on the master: the
 // call returns the record together with an error wrapping both
-// keystore.ErrUnavailable and ErrNotDurable. The record may or may not exist
-// afterwards (it survives unless the master is lost before it propagates), so
-// the caller must treat it like any unreachable store: send nothing. That is
-// safe either way: a later call finds the record (ErrExists, then Acquire) or
-// does not, and in both cases no request was made with it.
+// keystore.ErrUnavailable and ErrNotDurable. The write may or may not survive
+// (it is lost only if the master fails before it propagates), so the caller
+// treats it like any unreachable store and sends nothing. That is safe either
+// way: after an unconfirmed Create, Acquire, or Update made before a send, a
+// later call finds the record (ErrExists, then Acquire) or does not, and no
+// request was made under it; after an unconfirmed Update that records an
+// outcome, the record may fall back to its earlier pending/unknown state,
+// which is settled by lookup (SAFETY rules 5 and 8), never resent blind.
+// Even a confirmed WAIT narrows rather than closes the failover window: a
+// failover may still promote a replica that had not acknowledged.
 //
 // Lists, the reaper and Get read through the client as configured; do not
 // route reads to replicas (ClusterOptions.ReadOnly / RouteByLatency /

@@ -299,3 +299,19 @@ func TestKilledConnectionsRecover(t *testing.T) {
 		t.Fatalf("Get after the kill: %+v, %v", got, err)
 	}
 }
+
+// TestNewFailsClosedWhenRedisIsAway: New reports an unreachable Redis as
+// unavailable instead of returning a Store that has checked nothing.
+func TestNewFailsClosedWhenRedisIsAway(t *testing.T) {
+	opt := redisOptions(t)
+	p := startProxy(t, opt.Addr)
+	p.stop()
+	opt.Addr = p.addr
+	opt.MaxRetries, opt.DialTimeout = -1, time.Second
+	c := redis.NewClient(opt)
+	defer c.Close()
+	_, err := New(c, WithPrefix("pagpolartest-away"), WithLogger(quietLogger()))
+	if !errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("New with Redis away: %v, want an error wrapping ErrUnavailable", err)
+	}
+}
