@@ -11,7 +11,8 @@ import "github.com/redis/go-redis/v9"
 // would print microsecond timestamps in exponent form, so fmt() formats them.
 //
 // Replies: {status, field, value, field, value, ...} with the record's hash,
-// or {status} when there is no record.
+// or {status} when there is no record; "created" and "updated" carry only
+// the fields the script chose, to be merged with the ones the caller sent.
 //
 // Scripts call TIME before writing, which needs effects replication: the
 // default from Redis 5 and the only mode from Redis 7.
@@ -56,14 +57,15 @@ redis.call('HSET', KEYS[1],
   'ca', fmt(now), 'ua', fmt(now), 'cw', ARGV[1])
 redis.call('ZADD', KEYS[IX[ARGV[6]]], fmt(now), ARGV[2])
 if terminal(ARGV[6]) then redis.call('PEXPIRE', KEYS[1], ARGV[16]) end
-return reply('ok')
+-- The caller knows every other field: send back only what the script chose.
+return {'created', 'ca', fmt(now), 'ua', fmt(now), 'le', fmt(now + tonumber(ARGV[15]))}
 `)
 
 // updateScript: ARGV = nonce, version, lease token, state, attempts, first
 // sent, last sent, result ref, result, error, meta, fp, retention ms, record
 // key prefix of the shard.
 var updateScript = redis.NewScript(scriptPrelude + `
-local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op', 'uw')
+local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op', 'uw', 'key', 'kind', 'ca')
 if not h[6] then return {'notfound'} end
 if h[7] == ARGV[1] then
   redis.call('HSET', KEYS[1], 'uw', ARGV[1])
@@ -80,6 +82,8 @@ redis.call('HSET', KEYS[1],
   'st', ARGV[4], 'att', ARGV[5], 'fs', ARGV[6], 'ls', ARGV[7], 'rr', ARGV[8],
   'res', ARGV[9], 'err', ARGV[10], 'meta', ARGV[11], 'fp', ARGV[12],
   'ver', fmt(tonumber(h[2]) + 1), 'ua', fmt(now), 'uw', ARGV[1])
+local updated = {'updated', 'op', op, 'key', h[8], 'kind', h[9], 'lo', h[3], 'lt', h[4],
+  'le', h[5], 'ca', h[10], 'ua', fmt(now), 'ver', fmt(tonumber(h[2]) + 1)}
 if terminal(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[13])
   -- Records expire in index order: drop the entries of the oldest ones
@@ -90,7 +94,8 @@ if terminal(ARGV[4]) then
     if redis.call('EXISTS', ARGV[14] .. id) == 0 then redis.call('ZREM', ix, id) end
   end
 end
-return reply('ok')
+-- The caller knows the fields it wrote: send back the others.
+return updated
 `)
 
 // acquireScript: ARGV = nonce, owner, ttl µs.

@@ -122,7 +122,10 @@ type scriptReply struct {
 	rec    keystore.Record
 }
 
-func parseReply(res interface{}) (scriptReply, error) {
+// parseReply decodes a script's reply. A "created" or "updated" reply holds
+// only the fields the script set; sent holds the ones the caller wrote, and
+// the two together are the stored record.
+func parseReply(res interface{}, sent map[string]string) (scriptReply, error) {
 	arr, ok := res.([]interface{})
 	if !ok || len(arr) == 0 {
 		return scriptReply{}, fmt.Errorf("redisstore: script reply %T, want a non-empty array", res)
@@ -139,6 +142,14 @@ func parseReply(res interface{}) (scriptReply, error) {
 	if err != nil {
 		return r, err
 	}
+	if status == "created" || status == "updated" {
+		r.status = "ok"
+		for k, v := range sent {
+			if _, ok := h[k]; !ok {
+				h[k] = v
+			}
+		}
+	}
 	r.rec, err = decodeRecord(h)
 	return r, err
 }
@@ -148,7 +159,7 @@ func parseReply(res interface{}) (scriptReply, error) {
 // WAIT/WAITAOF follows the script on the same connection, and an "ok" that
 // the wait does not confirm comes back with an error wrapping ErrNotDurable
 // and keystore.ErrUnavailable.
-func (s *Store) eval(ctx context.Context, op, id string, sc *redis.Script, durable bool, keys []string, args ...interface{}) (scriptReply, error) {
+func (s *Store) eval(ctx context.Context, op, id string, sent map[string]string, sc *redis.Script, durable bool, keys []string, args ...interface{}) (scriptReply, error) {
 	if err := ctx.Err(); err != nil {
 		return scriptReply{}, wrapErr(op, id, err)
 	}
@@ -159,7 +170,7 @@ func (s *Store) eval(ctx context.Context, op, id string, sc *redis.Script, durab
 	if err != nil {
 		return scriptReply{}, wrapErr(op, id, err)
 	}
-	r, err := parseReply(res)
+	r, err := parseReply(res, sent)
 	if err != nil {
 		return r, fmt.Errorf("redisstore: %s %q: %w", op, id, err)
 	}
@@ -235,9 +246,15 @@ func (s *Store) Create(ctx context.Context, rec keystore.Record, owner string, t
 	if err != nil {
 		return keystore.Record{}, err
 	}
-	r, err := s.eval(ctx, "create", id, createScript, true, s.scriptKeys(id),
+	sent := map[string]string{
+		"op": id, "key": rec.Key, "kind": rec.Kind, "fp": rec.Fingerprint, "st": string(st),
+		"ver": "1", "att": strconv.Itoa(rec.Attempts), "fs": encodeTime(rec.FirstSentAt),
+		"ls": encodeTime(rec.LastSentAt), "rr": rec.ResultRef, "res": string(rec.Result),
+		"err": rec.Error, "meta": string(rec.Meta), "lo": owner, "lt": "1",
+	}
+	r, err := s.eval(ctx, "create", id, sent, createScript, true, s.scriptKeys(id),
 		n, id, rec.Key, rec.Kind, rec.Fingerprint, string(st), rec.Attempts,
-		encodeTime(rec.FirstSentAt), encodeTime(rec.LastSentAt), rec.ResultRef,
+		sent["fs"], sent["ls"], rec.ResultRef,
 		rec.Result, rec.Error, rec.Meta, owner, ttl.Microseconds(), s.cfg.retention.Milliseconds())
 	if err != nil {
 		return r.rec, err
@@ -274,7 +291,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 	if err != nil {
 		return keystore.Record{}, err
 	}
-	r, err := s.eval(ctx, "acquire", id, acquireScript, true, s.scriptKeys(id), n, owner, ttl.Microseconds())
+	r, err := s.eval(ctx, "acquire", id, nil, acquireScript, true, s.scriptKeys(id), n, owner, ttl.Microseconds())
 	if err != nil {
 		return r.rec, err
 	}
@@ -293,7 +310,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 // the lease, which the holder's next Update detects, so it does not wait for
 // durability.
 func (s *Store) Renew(ctx context.Context, id string, token int64, ttl time.Duration) (keystore.Record, error) {
-	r, err := s.eval(ctx, "renew", id, renewScript, false, s.scriptKeys(id), token, ttl.Microseconds())
+	r, err := s.eval(ctx, "renew", id, nil, renewScript, false, s.scriptKeys(id), token, ttl.Microseconds())
 	if err != nil {
 		return r.rec, err
 	}
@@ -311,7 +328,7 @@ func (s *Store) Renew(ctx context.Context, id string, token int64, ttl time.Dura
 // Release implements keystore.Store. A lost Release only delays the next
 // Acquire until the lease expires, so it does not wait for durability.
 func (s *Store) Release(ctx context.Context, id string, token int64) error {
-	r, err := s.eval(ctx, "release", id, releaseScript, false, s.scriptKeys(id), token)
+	r, err := s.eval(ctx, "release", id, nil, releaseScript, false, s.scriptKeys(id), token)
 	if err != nil {
 		return err
 	}
@@ -333,9 +350,14 @@ func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Recor
 		return keystore.Record{}, err
 	}
 	shard := s.shardOf(id)
-	r, err := s.eval(ctx, "update", id, updateScript, true, s.scriptKeys(id),
+	sent := map[string]string{
+		"st": string(rec.State), "att": strconv.Itoa(rec.Attempts), "fs": encodeTime(rec.FirstSentAt),
+		"ls": encodeTime(rec.LastSentAt), "rr": rec.ResultRef, "res": string(rec.Result),
+		"err": rec.Error, "meta": string(rec.Meta), "fp": rec.Fingerprint,
+	}
+	r, err := s.eval(ctx, "update", id, sent, updateScript, true, s.scriptKeys(id),
 		n, rec.Version, rec.LeaseToken, string(rec.State), rec.Attempts,
-		encodeTime(rec.FirstSentAt), encodeTime(rec.LastSentAt), rec.ResultRef,
+		sent["fs"], sent["ls"], rec.ResultRef,
 		rec.Result, rec.Error, rec.Meta, rec.Fingerprint,
 		s.cfg.retention.Milliseconds(), s.recordPrefix(shard))
 	if err != nil {

@@ -177,30 +177,33 @@ func TestScriptsAreIdempotentUnderResend(t *testing.T) {
 	id := "resend"
 	keys := s.scriptKeys(id)
 	createArgs := []interface{}{"nonce-c", id, "k", "pix", "fp", "pending", 0, "", "", "", "", "", "", "w", time.Minute.Microseconds(), s.cfg.retention.Milliseconds()}
+	createSent := map[string]string{"op": id, "key": "k", "kind": "pix", "fp": "fp", "st": "pending", "ver": "1", "att": "0",
+		"fs": "", "ls": "", "rr": "", "res": "", "err": "", "meta": "", "lo": "w", "lt": "1"}
+	updateSent := map[string]string{"st": "unknown", "att": "1", "fs": "", "ls": "", "rr": "", "res": "", "err": "", "meta": "", "fp": "fp"}
 	var first scriptReply
 	for i := 0; i < 2; i++ {
-		r, err := s.eval(ctx, "create", id, createScript, true, keys, createArgs...)
+		r, err := s.eval(ctx, "create", id, createSent, createScript, true, keys, createArgs...)
 		if err != nil || r.status != "ok" {
 			t.Fatalf("create run %d: status %q, %v; want ok", i, r.status, err)
 		}
 		if i == 0 {
 			first = r
-		} else if r.rec.Version != 1 || !r.rec.CreatedAt.Equal(first.rec.CreatedAt) {
-			t.Fatalf("resent create changed the record: %+v", r.rec)
+		} else if r.rec.Version != 1 || !r.rec.CreatedAt.Equal(first.rec.CreatedAt) || !r.rec.LeaseExpiresAt.Equal(first.rec.LeaseExpiresAt) {
+			t.Fatalf("resent create changed the record: %+v, first %+v", r.rec, first.rec)
 		}
 	}
 	// Another call (another nonce) is refused as usual.
-	if r, _ := s.eval(ctx, "create", id, createScript, true, keys, append([]interface{}{"nonce-other"}, createArgs[1:]...)...); r.status != "exists" {
+	if r, _ := s.eval(ctx, "create", id, createSent, createScript, true, keys, append([]interface{}{"nonce-other"}, createArgs[1:]...)...); r.status != "exists" {
 		t.Fatalf("create with another nonce: %q, want exists", r.status)
 	}
 	for i := 0; i < 2; i++ {
-		r, err := s.eval(ctx, "acquire", id, acquireScript, true, keys, "nonce-a", "w", time.Minute.Microseconds())
+		r, err := s.eval(ctx, "acquire", id, nil, acquireScript, true, keys, "nonce-a", "w", time.Minute.Microseconds())
 		if err != nil || r.status != "ok" || r.rec.LeaseToken != 2 {
 			t.Fatalf("acquire run %d: status %q token %d, %v; want ok with token 2", i, r.status, r.rec.LeaseToken, err)
 		}
 	}
 	for i := 0; i < 2; i++ {
-		r, err := s.eval(ctx, "update", id, updateScript, true, keys,
+		r, err := s.eval(ctx, "update", id, updateSent, updateScript, true, keys,
 			"nonce-u", 1, 2, "unknown", 1, "", "", "", "", "", "", "fp", s.cfg.retention.Milliseconds(), s.recordPrefix(s.shardOf(id)))
 		if err != nil || r.status != "ok" || r.rec.Version != 2 || r.rec.State != keystore.StateUnknown {
 			t.Fatalf("update run %d: status %q version %d state %q, %v; want ok, version 2, unknown", i, r.status, r.rec.Version, r.rec.State, err)
