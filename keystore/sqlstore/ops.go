@@ -53,7 +53,7 @@ func (s *Store) Acquire(ctx context.Context, operationID, owner string, ttl time
 		return keystore.Record{}, err
 	}
 	if s.dialect == SQLite {
-		return s.liteChange(ctx, operationID, func(cur row, now int64) (row, bool, error) {
+		return s.liteChange(ctx, operationID, false, func(cur row, now int64) (row, bool, error) {
 			next, err := cur.acquire(owner, ttl, now)
 			return next, err == nil, err
 		})
@@ -67,7 +67,7 @@ func (s *Store) Renew(ctx context.Context, operationID string, token int64, ttl 
 		return keystore.Record{}, err
 	}
 	if s.dialect == SQLite {
-		return s.liteChange(ctx, operationID, func(cur row, now int64) (row, bool, error) {
+		return s.liteChange(ctx, operationID, false, func(cur row, now int64) (row, bool, error) {
 			next, err := cur.renew(token, ttl, now)
 			return next, err == nil, err
 		})
@@ -81,7 +81,7 @@ func (s *Store) Release(ctx context.Context, operationID string, token int64) er
 		return err
 	}
 	if s.dialect == SQLite {
-		_, err := s.liteChange(ctx, operationID, func(cur row, now int64) (row, bool, error) {
+		_, err := s.liteChange(ctx, operationID, false, func(cur row, now int64) (row, bool, error) {
 			next, changed := cur.release(token, now)
 			return next, changed, nil
 		})
@@ -103,7 +103,7 @@ func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Recor
 		return keystore.Record{}, fmt.Errorf("sqlstore: update %s: invalid state %q", rec.OperationID, rec.State)
 	}
 	if s.dialect == SQLite {
-		return s.liteChange(ctx, rec.OperationID, func(cur row, now int64) (row, bool, error) {
+		return s.liteChange(ctx, rec.OperationID, true, func(cur row, now int64) (row, bool, error) {
 			next, err := cur.update(rec, now)
 			return next, err == nil, err
 		})

@@ -17,9 +17,11 @@ type queries struct {
 	selectOne     string // $1 id
 	deleteExpired string // $1 before (ms), $2 limit
 
-	// SQLite: the batch's clock and the SET clause of its upsert.
-	now       string
-	upsertSet string // "col = excluded.col, ..." for every column but the key
+	// SQLite: the batch's clock and its per-row writes (positional ?).
+	now        string
+	insert     string // every column
+	writeLease string // lease_owner, lease_token, lease_expires_at, id
+	writeData  string // Update's columns, version, updated_at, id
 
 	// PostgreSQL: single-statement compare-and-set writes by clock_timestamp().
 	selectNow string // $1 id → columns, database now (ms)
@@ -43,11 +45,11 @@ func buildQueries(d Dialect, table string) queries {
 	}
 	if d == SQLite {
 		q.now = "SELECT " + nowMillis(d)
-		cols := strings.Split(columns, ", ")[1:]
-		for i, c := range cols {
-			cols[i] = c + " = excluded." + c
-		}
-		q.upsertSet = strings.Join(cols, ", ")
+		q.insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t, columns, qmarks(18))
+		q.writeLease = fmt.Sprintf("UPDATE %s SET lease_owner = ?, lease_token = ?, lease_expires_at = ? WHERE operation_id = ?", t)
+		q.writeData = fmt.Sprintf("UPDATE %s SET fingerprint = ?, state = ?, attempts = ?, first_sent_at = ?, "+
+			"last_sent_at = ?, result_ref = ?, result_data = ?, error_text = ?, meta_data = ?, "+
+			"version = ?, updated_at = ? WHERE operation_id = ?", t)
 		return q
 	}
 	with := "WITH c AS (SELECT " + nowMillis(d) + " AS ms) "

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"fmt"
 	"regexp"
-	"strings"
 )
 
 // Dialect names the SQL database behind a Store.
@@ -80,14 +79,4 @@ func prefixMatch(d Dialect, param string) string {
 		return fmt.Sprintf("substr(operation_id, 1, length(%[1]s)) = %[1]s", param)
 	}
 	return fmt.Sprintf("left(operation_id, char_length(%[1]s)) = %[1]s", param)
-}
-
-// placeholders renders n parameters starting at first: "$3, $4, ...".
-// modernc.org/sqlite binds $N to the N-th argument, like PostgreSQL.
-func placeholders(first, n int) string {
-	p := make([]string, n)
-	for i := range p {
-		p[i] = fmt.Sprintf("$%d", first+i)
-	}
-	return strings.Join(p, ", ")
 }

@@ -16,15 +16,16 @@ func (s *Store) liteCreate(ctx context.Context, rec keystore.Record, owner strin
 			return result{rec: cur.record(), err: fmt.Errorf("%w: %s", keystore.ErrExists, rec.OperationID)}
 		}
 		r := newRow(rec, owner, ttl, now)
-		v.put(r)
+		v.insert(r)
 		return result{rec: r.record()}
 	}})
 	return res.rec, res.err
 }
 
 // liteChange applies decide to the row of id and keeps the row it returns
-// when write is true.
-func (s *Store) liteChange(ctx context.Context, id string, decide func(cur row, now int64) (next row, write bool, err error)) (keystore.Record, error) {
+// when write is true; data says whether Update's columns changed (else only
+// the lease's).
+func (s *Store) liteChange(ctx context.Context, id string, data bool, decide func(cur row, now int64) (next row, write bool, err error)) (keystore.Record, error) {
 	res := s.w.do(ctx, &writeReq{id: id, op: func(v *view, now int64) result {
 		cur, ok := v.get(id)
 		if !ok {
@@ -34,8 +35,11 @@ func (s *Store) liteChange(ctx context.Context, id string, decide func(cur row, 
 		if err != nil {
 			return result{rec: cur.record(), err: err}
 		}
-		if write {
-			v.put(next)
+		switch {
+		case write && data:
+			v.setData(next)
+		case write:
+			v.setLease(next)
 		}
 		return result{rec: next.record()}
 	}})
