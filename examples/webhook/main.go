@@ -1,0 +1,333 @@
+// Command webhook is a PagPolar webhook receiver: it checks the token, stores
+// each event in SQLite before answering 200, processes it once afterwards,
+// and never moves an order's status backwards.
+//
+//	PAGPOLAR_WEBHOOK_TOKEN=... go run ./examples/webhook
+//
+// It listens on PAGPOLAR_WEBHOOK_ADDR (default :3000) at /webhooks/pagpolar
+// and keeps events and orders in the SQLite file PAGPOLAR_WEBHOOK_DB (default
+// pagpolar-webhooks.db). While rotating the webhook token, put the new one in
+// PAGPOLAR_WEBHOOK_TOKEN_NEXT: both are accepted. With PAGPOLAR_BASE_URL,
+// PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN set, doubtful statuses are checked
+// with GET /sales/{identifier}; without them they are left as stored.
+//
+// An operator lists and retries events:
+//
+//	go run ./examples/webhook -list dead
+//	go run ./examples/webhook -retry 'TRANSACTION_PAID:sale_123'
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/webhook"
+	"github.com/pagpolar/pagpolar-go/webhook/sqlinbox"
+)
+
+type config struct {
+	tokens []string
+	dbPath string
+	addr   string
+	api    webhook.API // nil: doubtful statuses are left as stored
+	log    *slog.Logger
+
+	onOutcome func(webhook.Record) // tests: see each recorded outcome
+}
+
+func main() {
+	list := flag.String("list", "", "list the events in a state (received, processing, processed, error, dead) and exit")
+	retry := flag.String("retry", "", "make the dead or failed event with this key due again and exit")
+	flag.Parse()
+
+	cfg := config{
+		dbPath: envOr("PAGPOLAR_WEBHOOK_DB", "pagpolar-webhooks.db"),
+		addr:   envOr("PAGPOLAR_WEBHOOK_ADDR", ":3000"),
+		log:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch {
+	case *list != "":
+		err = ops(ctx, cfg.dbPath, func(s webhook.Store) error { return listEvents(ctx, s, webhook.State(*list), os.Stdout) })
+	case *retry != "":
+		err = ops(ctx, cfg.dbPath, func(s webhook.Store) error {
+			r, err := s.Retry(ctx, *retry, time.Now())
+			if err == nil {
+				fmt.Printf("%s is due again; a running receiver picks it up\n", r.Key)
+			}
+			return err
+		})
+	default:
+		if err = cfg.fromEnv(); err == nil {
+			err = run(ctx, cfg, nil)
+		}
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (c *config) fromEnv() error {
+	tok := os.Getenv("PAGPOLAR_WEBHOOK_TOKEN")
+	if tok == "" {
+		return errors.New("PAGPOLAR_WEBHOOK_TOKEN is not set (the webhook token from the PagPolar dashboard, not the API token)")
+	}
+	c.tokens = []string{tok}
+	if next := os.Getenv("PAGPOLAR_WEBHOOK_TOKEN_NEXT"); next != "" {
+		c.tokens = append(c.tokens, next)
+	}
+	base, cred, apiTok := os.Getenv("PAGPOLAR_BASE_URL"), os.Getenv("PAGPOLAR_CREDENTIAL_ID"), os.Getenv("PAGPOLAR_TOKEN")
+	if base != "" && cred != "" && apiTok != "" {
+		client, err := pagpolar.NewClient(cred, pagpolar.StaticToken(apiTok), pagpolar.WithBaseURL(base))
+		if err != nil {
+			return err
+		}
+		c.api = clientAPI{client}
+	}
+	return nil
+}
+
+// openDB opens the SQLite file that holds both the inbox and the orders, so
+// that an order and the events about it live (and are backed up) together.
+func openDB(ctx context.Context, path string) (*sql.DB, *sqlinbox.Store, error) {
+	db, err := sql.Open("sqlite", sqlinbox.SQLiteDSN(path, 5*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := sqlinbox.New(db)
+	if err == nil {
+		err = store.Migrate(ctx)
+	}
+	if err == nil {
+		_, err = db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (
+	sale_id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at TEXT NOT NULL)`)
+	}
+	if err == nil {
+		_, err = db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refunds_handled (refund_id TEXT PRIMARY KEY)`)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return db, store, nil
+}
+
+// run serves until ctx ends, then shuts down gracefully. ready, if not nil,
+// receives the listening address.
+func run(ctx context.Context, cfg config, ready chan<- string) error {
+	db, store, err := openDB(ctx, cfg.dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	app := &app{db: db, api: cfg.api, log: cfg.log}
+	inbox, err := webhook.New(webhook.Config{
+		Store:  store,
+		Tokens: cfg.tokens,
+		Handlers: map[string]webhook.HandlerFunc{
+			webhook.EventTransactionCreated:      app.sale,
+			webhook.EventTransactionPaid:         app.sale,
+			webhook.EventTransactionDeclined:     app.sale,
+			webhook.EventTransactionRefunded:     app.sale,
+			webhook.EventTransactionAskRefunding: app.refundRequest,
+		},
+		Default:   app.other,
+		Logger:    cfg.log,
+		OnOutcome: cfg.onOutcome,
+	})
+	if err != nil {
+		return err
+	}
+	if err := inbox.Start(); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/webhooks/pagpolar", inbox)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 8 * time.Second, WriteTimeout: 9 * time.Second}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		_ = inbox.Shutdown(context.Background())
+		return err
+	}
+	cfg.log.Info("receiving PagPolar webhooks", "addr", ln.Addr().String(), "path", "/webhooks/pagpolar", "db", cfg.dbPath)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		_ = inbox.Shutdown(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+	// Stop taking deliveries first (PagPolar resends what it could not
+	// deliver), then let running handlers finish; what is left stays stored
+	// for the next start.
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if ierr := inbox.Shutdown(sctx); err == nil {
+		err = ierr
+	}
+	return err
+}
+
+// app is the receiving application: its orders table and the functions run
+// for each event.
+type app struct {
+	db  *sql.DB
+	api webhook.API
+	log *slog.Logger
+}
+
+// sale applies a transaction event to the order, never moving it backwards.
+func (a *app) sale(ctx context.Context, ev *webhook.Event) error {
+	tx := ev.Transaction()
+	var stored string
+	err := a.db.QueryRowContext(ctx, `SELECT status FROM orders WHERE sale_id = ?`, tx.ID).Scan(&stored)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	var api webhook.SaleGetter
+	if a.api != nil {
+		api = a.api
+	}
+	res, _, err := webhook.ResolveSale(ctx, api, nil, stored, tx)
+	if err != nil && api == nil {
+		// No API configured: keep what we have rather than guess.
+		a.log.Warn("doubtful status left as stored; configure the API to check it",
+			"event", ev.Name, "sale", tx.ID, "stored", stored, "received", tx.Status)
+		return nil
+	}
+	if err != nil {
+		return err // retried later
+	}
+	if !res.Apply {
+		a.log.Info("event does not change the order", "event", ev.Name, "sale", tx.ID, "status", stored, "received", tx.Status, "order", res.Order.String())
+		return nil
+	}
+	_, err = a.db.ExecContext(ctx, `INSERT INTO orders (sale_id, status, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (sale_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at`,
+		tx.ID, res.Status, time.Now().UTC().Format(time.RFC3339))
+	if err == nil {
+		a.log.Info("order updated", "event", ev.Name, "sale", tx.ID, "from", stored, "to", res.Status, "asked_api", res.Asked)
+	}
+	return err
+}
+
+// refundRequest tells a new refund request from a repeat (the event is never
+// deduped) and acts on each new one once.
+func (a *app) refundRequest(ctx context.Context, ev *webhook.Event) error {
+	if a.api == nil {
+		a.log.Warn("refund request received; configure the API to check GET /refunds", "sale", ev.Transaction().ID)
+		return nil
+	}
+	check, err := webhook.CheckRefundRequest(ctx, a.api, ev.Transaction().ID, func(id string) (bool, error) {
+		var one int
+		err := a.db.QueryRowContext(ctx, `SELECT 1 FROM refunds_handled WHERE refund_id = ?`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, rf := range check.New {
+		a.log.Info("new refund request", "sale", ev.Transaction().ID, "refund", rf.Identifier, "amount", rf.Amount)
+		if _, err := a.db.ExecContext(ctx, `INSERT INTO refunds_handled (refund_id) VALUES (?) ON CONFLICT DO NOTHING`, rf.Identifier); err != nil {
+			return err
+		}
+	}
+	if len(check.New) == 0 {
+		a.log.Info("refund request repeats one already handled", "sale", ev.Transaction().ID)
+	}
+	return nil
+}
+
+func (a *app) other(_ context.Context, ev *webhook.Event) error {
+	a.log.Info("event", "event", ev.Name, "key", ev.Key)
+	return nil
+}
+
+// clientAPI adapts the SDK client to the reads the webhook helpers make.
+type clientAPI struct{ c *pagpolar.Client }
+
+func (a clientAPI) GetSale(ctx context.Context, id string) (webhook.Sale, error) {
+	s, err := a.c.Payments.GetSale(ctx, id)
+	if err != nil {
+		return webhook.Sale{}, err
+	}
+	return webhook.Sale{Identifier: s.ID, Status: s.Status, ExternalReference: s.ExternalReference,
+		PaymentMethod: s.PaymentMethod, Amount: s.Amount, RefundedAmount: s.RefundedAmount}, nil
+}
+
+func (a clientAPI) GetSubscription(ctx context.Context, id string) (webhook.Subscription, error) {
+	s, err := a.c.Subscriptions.Get(ctx, id)
+	if err != nil {
+		return webhook.Subscription{}, err
+	}
+	return webhook.Subscription{ID: s.ID, Status: s.Status, ExternalReference: s.ExternalReference, NextBillingAt: s.NextBillingAt}, nil
+}
+
+func (a clientAPI) ListRefunds(ctx context.Context, saleID string) ([]webhook.Refund, error) {
+	rs, err := a.c.Refunds.ListBySale(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]webhook.Refund, len(rs))
+	for i, r := range rs {
+		out[i] = webhook.Refund{Identifier: r.ID, SaleIdentifier: r.SaleID, Amount: r.Amount, Status: r.Status}
+	}
+	return out, nil
+}
+
+// ops opens the inbox for an operator command.
+func ops(ctx context.Context, path string, f func(webhook.Store) error) error {
+	db, store, err := openDB(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return f(store)
+}
+
+func listEvents(ctx context.Context, s webhook.Store, st webhook.State, out io.Writer) error {
+	if !st.Valid() {
+		return fmt.Errorf("-list %q: want one of %v", st, webhook.States())
+	}
+	rs, err := s.List(ctx, webhook.Filter{States: []webhook.State{st}, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tATTEMPTS\tDELIVERIES\tUPDATED\tLAST ERROR")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", r.Key, r.Attempts, r.Deliveries, r.UpdatedAt.Format(time.RFC3339), r.LastError)
+	}
+	return w.Flush()
+}
