@@ -200,6 +200,9 @@ func TestSafetyRule4_409ThenOriginalFailsAfterCommit(t *testing.T) {
 	if err := f.srv.WaitHolds(f.ctx, 1); err != nil {
 		t.Fatal(err)
 	}
+	// B's first send comes well after A's commit: B must still take A's sale
+	// (same key, proven in use by the 409) for its own.
+	f.srv.Clock.Advance(50 * time.Millisecond)
 	if _, err := other.Payments.Pix(f.ctx, p); err != nil {
 		t.Fatalf("worker B: %v", err)
 	}

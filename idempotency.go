@@ -66,6 +66,7 @@ type opMeta struct {
 	Snapshot          []string  `json:"snapshot,omitempty"` // effect IDs that existed before the first send (refunds, plan changes)
 	Snapshotted       bool      `json:"snapshotted,omitempty"`
 	TrustAfter        time.Time `json:"trust_after,omitempty"` // a "not found" lookup is conclusive after this time
+	SharedFrom        time.Time `json:"shared_from,omitempty"` // a 409 showed another sender of our key; its effects since then are ours
 }
 
 // opSpec is one call's operation.
@@ -455,9 +456,13 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 				e.meta.TrustAfter = now.Add(p.SettleDelay)
 			case vInProgress:
 				// A request with this key is running now; it ends at most one
-				// processing window from now.
+				// processing window from now, and began at most one window ago
+				// (perhaps sent by another host deriving the same key).
 				if t := now.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay); t.After(e.meta.TrustAfter) {
 					e.meta.TrustAfter = t
+				}
+				if from := now.Add(-p.ProcessingWindow - p.WindowMargin); e.meta.SharedFrom.IsZero() || from.Before(e.meta.SharedFrom) {
+					e.meta.SharedFrom = from
 				}
 			}
 			e.rec.State = keystore.StateUnknown

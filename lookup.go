@@ -44,6 +44,19 @@ func (c *Client) after(ts string, first time.Time) bool {
 	return !t.Before(first.Add(-c.policy.ClockSkew))
 }
 
+// successFrom is the earliest time a *successful* effect can be ours. It is
+// the first send, unless a 409 proved that another sender (another host with
+// its own store, deriving the same key) was already processing our key: its
+// request began at most one processing window before the 409, and its effect
+// is ours. Refusals (declines) keep the strict bound, so an earlier
+// operation's decline is never taken for this one's.
+func successFrom(m opMeta, rec keystore.Record) time.Time {
+	if !m.SharedFrom.IsZero() && m.SharedFrom.Before(rec.FirstSentAt) {
+		return m.SharedFrom
+	}
+	return rec.FirstSentAt
+}
+
 func inSnapshot(id string, snap []string) bool {
 	for _, s := range snap {
 		if s == id {
@@ -65,14 +78,14 @@ func (c *Client) lookup(ctx context.Context, kind string, m opMeta, rec keystore
 		var refused *wire.Sale
 		for i := range list.Data {
 			s := &list.Data[i]
-			if s.PaymentMethod != m.Method || s.OfferIdentifier != m.OfferID || s.SubscriptionID != "" || !c.after(s.CreatedAt, rec.FirstSentAt) {
+			if s.PaymentMethod != m.Method || s.OfferIdentifier != m.OfferID || s.SubscriptionID != "" || !c.after(s.CreatedAt, successFrom(m, rec)) {
 				continue
 			}
 			switch {
 			case saleCreated[s.Status]:
 				return lookupOutcome{kind: lookupSucceeded, ref: s.Identifier, result: mustJSON(saleFromWire(*s))}, nil
 			case saleRefused[s.Status]:
-				if refused == nil {
+				if refused == nil && c.after(s.CreatedAt, rec.FirstSentAt) {
 					refused = s
 				}
 			default:
@@ -117,7 +130,7 @@ func (c *Client) lookup(ctx context.Context, kind string, m opMeta, rec keystore
 			if s.OfferIdentifier != m.OfferID && !planChangedFrom(s, m.OfferID) {
 				continue
 			}
-			if s.PaymentMethod != m.Method || !c.after(s.CreatedAt, rec.FirstSentAt) {
+			if s.PaymentMethod != m.Method || !c.after(s.CreatedAt, successFrom(m, rec)) {
 				continue
 			}
 			if subCreated[s.Status] {
