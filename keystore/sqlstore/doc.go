@@ -63,8 +63,15 @@
 //
 // PostgreSQL: every write is one statement (INSERT … ON CONFLICT DO NOTHING,
 // or an UPDATE whose WHERE clause is the compare-and-set: version, lease
-// token and lease expiry by clock_timestamp()), committed on its own;
-// PostgreSQL already shares WAL flushes between concurrent commits.
+// token and lease expiry by clock_timestamp()). PostgreSQL shares WAL
+// flushes between concurrent commits, but each commit still costs a round
+// trip and a backend wake-up; with pgx's driver, concurrent writes are
+// therefore sent as one pipeline that runs as one implicit transaction (one
+// round trip, one commit), each statement keeping its own answer, in
+// operation ID order so that batches of several processes cannot deadlock.
+// With another driver, or WithMaxBatch(1), each write is its own statement
+// on the pool. A string PostgreSQL's TEXT refuses (invalid UTF-8, NUL) fails
+// its own call before it can fail a batch.
 //
 // A database that cannot be reached, or an error from it, yields an error
 // wrapping keystore.ErrUnavailable, so the client sends nothing. database/sql

@@ -29,6 +29,12 @@ func (s *Store) Create(ctx context.Context, rec keystore.Record, owner string, t
 	if s.dialect == SQLite {
 		return s.liteCreate(ctx, rec, owner, ttl)
 	}
+	if err := pgCheckRecord(rec); err != nil {
+		return keystore.Record{}, err
+	}
+	if err := pgText("owner", owner); err != nil {
+		return keystore.Record{}, err
+	}
 	return s.pgCreate(ctx, rec, owner, ttl)
 }
 
@@ -36,6 +42,9 @@ func (s *Store) Create(ctx context.Context, rec keystore.Record, owner string, t
 func (s *Store) Get(ctx context.Context, operationID string) (keystore.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return keystore.Record{}, err
+	}
+	if s.dialect == Postgres && pgText("OperationID", operationID) != nil {
+		return keystore.Record{}, fmt.Errorf("%w: %q", keystore.ErrNotFound, operationID) // TEXT cannot hold it
 	}
 	r, err := scanRow(s.db.QueryRowContext(ctx, s.q.selectOne, operationID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -58,6 +67,12 @@ func (s *Store) Acquire(ctx context.Context, operationID, owner string, ttl time
 			return next, err == nil, err
 		})
 	}
+	if err := pgText("owner", owner); err != nil {
+		return keystore.Record{}, err
+	}
+	if err := pgText("OperationID", operationID); err != nil {
+		return keystore.Record{}, err
+	}
 	return s.pgAcquire(ctx, operationID, owner, ttl)
 }
 
@@ -71,6 +86,9 @@ func (s *Store) Renew(ctx context.Context, operationID string, token int64, ttl 
 			next, err := cur.renew(token, ttl, now)
 			return next, err == nil, err
 		})
+	}
+	if err := pgText("OperationID", operationID); err != nil {
+		return keystore.Record{}, err
 	}
 	return s.pgRenew(ctx, operationID, token, ttl)
 }
@@ -90,6 +108,9 @@ func (s *Store) Release(ctx context.Context, operationID string, token int64) er
 		}
 		return err
 	}
+	if pgText("OperationID", operationID) != nil {
+		return nil // no such record can exist: nothing of ours to give up
+	}
 	return s.pgRelease(ctx, operationID, token)
 }
 
@@ -107,6 +128,9 @@ func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Recor
 			next, err := cur.update(rec, now)
 			return next, err == nil, err
 		})
+	}
+	if err := pgCheckRecord(rec); err != nil {
+		return keystore.Record{}, err
 	}
 	return s.pgUpdate(ctx, rec)
 }

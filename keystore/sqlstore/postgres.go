@@ -14,9 +14,8 @@ import (
 // OpenPostgres opens a PostgreSQL database through pgx (DSN as pgx reads it:
 // a postgres:// URL or key=value pairs) and returns a Store that owns it;
 // Close closes it. Run Migrate before use. PostgreSQL makes each COMMIT
-// durable per its synchronous_commit setting (on by default) and already
-// shares WAL flushes between concurrent commits, so each write is one
-// statement in its own transaction.
+// durable per its synchronous_commit setting (on by default: flushed to the
+// WAL); concurrent writes share commits (see the package documentation).
 func OpenPostgres(dsn string, opts ...Option) (*Store, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -33,6 +32,7 @@ func OpenPostgres(dsn string, opts ...Option) (*Store, error) {
 	}
 	s := newStore(c, db)
 	s.owned = []*sql.DB{db}
+	s.startPGWriter(c)
 	return s, nil
 }
 
@@ -65,14 +65,14 @@ func (s *Store) selectNow(ctx context.Context, id string) (row, int64, bool, err
 func (s *Store) pgCreate(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
 	r := newRow(rec, owner, ttl, 0)
 	for i := 0; i < casRetries; i++ {
-		got, err := scanRow(s.db.QueryRowContext(ctx, s.q.pgCreate, r.id, r.key, r.kind, r.fingerprint, r.state,
+		got, err := s.pgQueryRow(ctx, r.id, "create", s.q.pgCreate, []any{r.id, r.key, r.kind, r.fingerprint, r.state,
 			r.attempts, r.firstSent, r.lastSent, r.resultRef, nilIfEmpty(r.result), r.errText, nilIfEmpty(r.meta),
-			owner, ttlMillis(ttl)))
+			owner, ttlMillis(ttl)})
 		if err == nil {
 			return got.record(), nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return keystore.Record{}, unavailable("create "+rec.OperationID, err)
+			return keystore.Record{}, err
 		}
 		// ON CONFLICT DO NOTHING: the operation exists.
 		cur, _, found, err := s.selectNow(ctx, rec.OperationID)
@@ -93,12 +93,12 @@ func (s *Store) pgCreate(ctx context.Context, rec keystore.Record, owner string,
 func (s *Store) pgCAS(ctx context.Context, what, id, query string, args []any, decide func(cur row, now int64) error) (keystore.Record, error) {
 	var lastErr error
 	for i := 0; i < casRetries; i++ {
-		got, err := scanRow(s.db.QueryRowContext(ctx, query, args...))
+		got, err := s.pgQueryRow(ctx, id, what, query, args)
 		if err == nil {
 			return got.record(), nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return keystore.Record{}, unavailable(what+" "+id, err)
+			return keystore.Record{}, err
 		}
 		cur, now, found, err := s.selectNow(ctx, id)
 		if err != nil {
@@ -129,10 +129,7 @@ func (s *Store) pgRenew(ctx context.Context, id string, token int64, ttl time.Du
 }
 
 func (s *Store) pgRelease(ctx context.Context, id string, token int64) error {
-	if _, err := s.db.ExecContext(ctx, s.q.pgRelease, id, token); err != nil {
-		return unavailable("release "+id, err)
-	}
-	return nil
+	return s.pgExec(ctx, id, "release", s.q.pgRelease, []any{id, token})
 }
 
 func (s *Store) pgUpdate(ctx context.Context, rec keystore.Record) (keystore.Record, error) {

@@ -210,3 +210,38 @@ func TestPostgresDatabaseGoneAndBack(t *testing.T) {
 		t.Fatalf("Create after the database came back: %v", err)
 	}
 }
+
+// A value PostgreSQL would refuse fails its own call only, not the batch it
+// would have shared with other writes.
+func TestPostgresBadTextFailsAlone(t *testing.T) {
+	var pg sharedPG
+	t.Cleanup(pg.close)
+	s := newPostgres(t, pg.get(t))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 32)
+	for i := range errs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := rec(fmt.Sprintf("op-%d", i))
+			if i%4 == 0 {
+				r.Error = "bad \xff byte"
+			}
+			if i%4 == 1 {
+				r.Fingerprint = "nul\x00"
+			}
+			_, errs[i] = s.Create(ctx, r, "w", time.Minute)
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		bad := i%4 == 0 || i%4 == 1
+		switch {
+		case bad && (err == nil || errors.Is(err, keystore.ErrUnavailable)):
+			t.Errorf("op-%d with a bad string: %v, want a validation error", i, err)
+		case !bad && err != nil:
+			t.Errorf("op-%d: %v", i, err)
+		}
+	}
+}

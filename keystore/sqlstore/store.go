@@ -82,8 +82,9 @@ func WithBusyTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxBatch caps how many writes one SQLite transaction commits together
-// (default 256). 1 turns group commit off: one commit, one fsync per write.
+// WithMaxBatch caps how many writes one transaction commits together
+// (default 256). 1 turns group commit off: for SQLite one commit, one fsync
+// per write; for PostgreSQL each write is its own statement on the pool.
 func WithMaxBatch(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -102,6 +103,11 @@ func newConfig(opts []Option) (config, error) {
 		}
 	}
 	return c, nil
+}
+
+func isPGX(db *sql.DB) bool {
+	_, ok := db.Driver().(*stdlib.Driver)
+	return ok
 }
 
 func detectDialect(db *sql.DB) (Dialect, bool) {
@@ -140,8 +146,11 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		c.dialect = d
 	}
 	s := newStore(c, db)
-	if c.dialect == SQLite {
+	switch {
+	case c.dialect == SQLite:
 		s.w = startWriter(db, s.q, c, true)
+	case isPGX(db) && c.maxBatch > 1:
+		s.startPGWriter(c)
 	}
 	return s, nil
 }

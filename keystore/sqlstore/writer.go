@@ -31,6 +31,9 @@ type writer struct {
 	keep bool
 	conn *sql.Conn // the kept connection; only the writer goroutine uses it
 
+	// applyFn applies one batch: apply (SQLite) or Store.pgApply.
+	applyFn func([]*writeReq) ([]result, error)
+
 	mu     sync.RWMutex // held for reading while enqueueing; Close takes it to stop new writes
 	closed bool
 	queue  chan *writeReq
@@ -46,9 +49,11 @@ type writer struct {
 type op func(v *view, now int64) result
 
 type result struct {
-	rec keystore.Record
-	n   int
-	err error // the write's own answer (ErrExists...), decided in the batch
+	rec   keystore.Record
+	n     int
+	err   error // the write's own answer (ErrExists...), decided in the batch
+	found bool  // PostgreSQL: the statement returned its row
+	row   row   // PostgreSQL: that row
 }
 
 type writeReq struct {
@@ -56,6 +61,7 @@ type writeReq struct {
 	id  string // the row op reads and writes
 	op  op
 	del *deleteReq  // instead of op: DeleteExpired, run as SQL in the batch
+	pg  *pgStmt     // PostgreSQL: one statement of the pipelined batch
 	out chan result // buffered: the writer never blocks on a caller that left
 }
 
@@ -65,14 +71,8 @@ type deleteReq struct {
 }
 
 func startWriter(db *sql.DB, q queries, c config, callerDB bool) *writer {
-	w := &writer{
-		db:       db,
-		q:        q,
-		maxBatch: c.maxBatch,
-		queue:    make(chan *writeReq, c.maxBatch),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-	}
+	w := newWriter(db, q, c)
+	w.applyFn = w.apply
 	w.keep = !callerDB
 	if callerDB {
 		w.pragmas = []string{
@@ -82,6 +82,19 @@ func startWriter(db *sql.DB, q queries, c config, callerDB bool) *writer {
 	}
 	go w.run()
 	return w
+}
+
+// newWriter returns a writer without its apply function; start it with
+// go w.run() once applyFn is set.
+func newWriter(db *sql.DB, q queries, c config) *writer {
+	return &writer{
+		db:       db,
+		q:        q,
+		maxBatch: c.maxBatch,
+		queue:    make(chan *writeReq, c.maxBatch),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
 }
 
 // do queues o and waits for its answer. If ctx ends first, do returns at
@@ -171,7 +184,7 @@ collect:
 	if len(live) == 0 {
 		return
 	}
-	results, err := w.apply(live)
+	results, err := w.applyFn(live)
 	for i, req := range live {
 		if err != nil {
 			req.out <- result{err: err}
