@@ -30,7 +30,7 @@ import (
 // process's view of the same events (a restart).
 type backend struct {
 	name string
-	new  func(t *testing.T) (open func() webhook.Store)
+	new  func(t testing.TB) (open func() webhook.Store)
 }
 
 func randomName() string {
@@ -41,11 +41,11 @@ func randomName() string {
 
 func backends() []backend {
 	return []backend{
-		{"memory", func(t *testing.T) func() webhook.Store {
+		{"memory", func(t testing.TB) func() webhook.Store {
 			s := webhook.NewMemoryStore()
 			return func() webhook.Store { return s }
 		}},
-		{"sqlite", func(t *testing.T) func() webhook.Store {
+		{"sqlite", func(t testing.TB) func() webhook.Store {
 			path := filepath.Join(t.TempDir(), "inbox.db")
 			return func() webhook.Store {
 				s, err := sqlinbox.OpenSQLite(path)
@@ -59,7 +59,7 @@ func backends() []backend {
 				return s
 			}
 		}},
-		{"postgres", func(t *testing.T) func() webhook.Store {
+		{"postgres", func(t testing.TB) func() webhook.Store {
 			dsn := os.Getenv("PAGPOLAR_TEST_POSTGRES_DSN")
 			if dsn == "" {
 				t.Skip("PAGPOLAR_TEST_POSTGRES_DSN is not set: skipping PostgreSQL")
@@ -87,7 +87,7 @@ func backends() []backend {
 				return s
 			}
 		}},
-		{"redis", func(t *testing.T) func() webhook.Store {
+		{"redis", func(t testing.TB) func() webhook.Store {
 			url := os.Getenv("PAGPOLAR_TEST_REDIS_URL")
 			if url == "" {
 				t.Skip("PAGPOLAR_TEST_REDIS_URL is not set: skipping Redis")
