@@ -38,7 +38,7 @@ type writer struct {
 	closed bool
 	queue  chan *writeReq
 	quit   chan struct{}
-	done   chan struct{}
+	done   sync.WaitGroup // one per run goroutine
 }
 
 // op decides one write against the batch's view of the rows at database
@@ -80,7 +80,7 @@ func startWriter(db *sql.DB, q queries, c config, callerDB bool) *writer {
 			fmt.Sprintf("PRAGMA busy_timeout=%d", c.busyTimeout.Milliseconds()),
 		}
 	}
-	go w.run()
+	w.start(1)
 	return w
 }
 
@@ -93,7 +93,6 @@ func newWriter(db *sql.DB, q queries, c config) *writer {
 		maxBatch: c.maxBatch,
 		queue:    make(chan *writeReq, c.maxBatch),
 		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
 	}
 }
 
@@ -132,11 +131,21 @@ func (w *writer) close() {
 	w.closed = true
 	w.mu.Unlock()
 	close(w.quit)
-	<-w.done
+	w.done.Wait()
+}
+
+// start runs n goroutines taking batches from the queue. SQLite has one:
+// its single connection. PostgreSQL can have several batches in flight, so
+// that one is sent while another waits for its commit.
+func (w *writer) start(n int) {
+	w.done.Add(n)
+	for i := 0; i < n; i++ {
+		go w.run()
+	}
 }
 
 func (w *writer) run() {
-	defer close(w.done)
+	defer w.done.Done()
 	for {
 		select {
 		case req := <-w.queue:
