@@ -176,7 +176,10 @@ func (m *MemoryStore) Due(ctx context.Context, now time.Time, limit int) ([]Reco
 		}
 		return out[i].Key < out[j].Key
 	})
-	if limit > 0 && len(out) > limit {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	if len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil

@@ -254,7 +254,11 @@ func (in *Inbox) complete(log *slog.Logger, rec Record, out Outcome, now time.Ti
 			return
 		}
 		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
-			break
+			// Another worker took the event over after our lease expired:
+			// its run's outcome is the one that counts.
+			log.Warn("webhook: outcome not recorded: the event was taken over by another worker",
+				slog.String("outcome", string(out.State)), slog.Any("error", err))
+			return
 		}
 	}
 	log.Error("webhook: cannot record the outcome; the event will run again once its lease expires",
