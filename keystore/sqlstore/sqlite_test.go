@@ -332,8 +332,3 @@ func TestOptions(t *testing.T) {
 		t.Errorf("Table = %q", s.Table())
 	}
 }
-
-// WithMaxBatch(1) turns group commit off; the contract holds the same.
-func TestSQLiteNoGroupCommit(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) keystore.Store { return newSQLite(t, sqlstore.WithMaxBatch(1)) })
-}
