@@ -21,12 +21,17 @@ type commandFunc func(ctx context.Context, args []string, stdout, stderr io.Writ
 // commands maps a command name to its function; a new command lives in its
 // own file and adds one line here and one in summaries.
 var commands = map[string]commandFunc{
-	"sim": runSim,
+	"sim":    runSim,
+	"demo":   runDemo,
+	"chaos":  runChaos,
+	"worker": runWorker, // hidden: the process chaos starts and kills
 }
 
 // summaries is the one-line description `pagpolar help` prints.
 var summaries = map[string]string{
-	"sim": "run the fake PagPolar API on 127.0.0.1 with injected faults",
+	"sim":   "run the fake PagPolar API on 127.0.0.1 with injected faults",
+	"demo":  "run orders through the SDK against the in-process fake with faults, check its ledger",
+	"chaos": "the demo across worker processes sharing one store, SIGKILLed and restarted",
 }
 
 func main() {
@@ -60,7 +65,9 @@ func help(w io.Writer) {
 	fmt.Fprintln(w, "usage: pagpolar <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for name := range commands {
-		names = append(names, name)
+		if summaries[name] != "" { // no summary: a hidden command
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	for _, name := range names {

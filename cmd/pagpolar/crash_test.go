@@ -1,0 +1,643 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/internal/report"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The tests of this file are issue 4's done-when for processes: crash
+// points that SIGKILL a worker process, a new process that settles what it
+// left, and a store that goes away mid-run.
+
+// testMainEnv makes the test binary act as the pagpolar command: the tests
+// start it as the worker process, so no build step is needed and, under
+// -race, the workers are race-checked too.
+const testMainEnv = "PAGPOLAR_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(testMainEnv) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// crashWindow is the in-processing window of the fault-free crash tests:
+// leases last 3 windows and an attempt half of one, which a loaded machine
+// still answers in time.
+const crashWindow = time.Second
+
+// ---- stores for tests ----
+
+const (
+	pgEnv    = "PAGPOLAR_TEST_POSTGRES_DSN"
+	redisEnv = "PAGPOLAR_TEST_REDIS_URL"
+)
+
+var storeKinds = []string{"sqlite", "postgres", "redis"}
+
+func randomName(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// testStoreURL returns the URL of a store of kind isolated for this test (a
+// new SQLite file, a new PostgreSQL table, a new Redis prefix), removed when
+// the test ends. PostgreSQL and Redis are skipped when their variable is
+// unset; set but unreachable fails the test.
+func testStoreURL(t *testing.T, kind string) string {
+	t.Helper()
+	switch kind {
+	case "sqlite":
+		return "sqlite:" + filepath.Join(t.TempDir(), "keys.db")
+	case "postgres":
+		dsn := os.Getenv(pgEnv)
+		if dsn == "" {
+			t.Skipf("%s is not set: skipping the PostgreSQL variant (e.g. %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", pgEnv, pgEnv)
+		}
+		table := "pp_cmd_" + randomName(t)
+		t.Cleanup(func() {
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Errorf("cleanup: %v", err)
+				return
+			}
+			defer db.Close()
+			if _, err := db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
+				t.Errorf("cleanup: dropping %s: %v", table, err)
+			}
+		})
+		return withParam(t, dsn, "table", table)
+	case "redis":
+		raw := os.Getenv(redisEnv)
+		if raw == "" {
+			t.Skipf("%s is not set: skipping the Redis variant (e.g. %s=redis://127.0.0.1:6379/0)", redisEnv, redisEnv)
+		}
+		prefix := "pp-cmd-" + randomName(t)
+		t.Cleanup(func() { deleteRedisPrefix(t, raw, prefix) })
+		return withParam(t, raw, "prefix", prefix)
+	}
+	t.Fatalf("unknown store kind %q", kind)
+	return ""
+}
+
+func withParam(t testing.TB, raw, k, v string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("store URL: %v", err)
+	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func deleteRedisPrefix(t testing.TB, raw, prefix string) {
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, prefix+":*", 1000).Result()
+		if err != nil {
+			t.Errorf("cleanup: scanning %s: %v", prefix, err)
+			return
+		}
+		if len(keys) > 0 {
+			if err := c.Del(ctx, keys...).Err(); err != nil {
+				t.Errorf("cleanup: %v", err)
+				return
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return
+		}
+	}
+}
+
+// openTestStore opens url for the test's own reads and checks.
+func openTestStore(t *testing.T, ctx context.Context, raw string) keystore.Store {
+	t.Helper()
+	s, closeFn, err := storeurl.Open(ctx, raw)
+	if err != nil {
+		t.Fatalf("opening the store: %v", err)
+	}
+	t.Cleanup(func() { _ = closeFn() })
+	return s
+}
+
+// ---- worker processes ----
+
+// workerProc is one worker process run to its end by a test.
+type workerProc struct {
+	msgs   []workerMsg
+	state  *os.ProcessState
+	stderr string
+}
+
+func (w workerProc) killed() bool {
+	ws, ok := w.state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+func (w workerProc) outcomes() map[string]outcome {
+	out := map[string]outcome{}
+	for _, m := range w.msgs {
+		if m.T == "outcome" && m.Outcome != nil {
+			out[m.Outcome.OpID] = *m.Outcome
+		}
+	}
+	return out
+}
+
+func (w workerProc) msg(kind string) (workerMsg, bool) {
+	for _, m := range w.msgs {
+		if m.T == kind {
+			return m, true
+		}
+	}
+	return workerMsg{}, false
+}
+
+// startWorker runs the test binary as `pagpolar worker` over orders and
+// waits for it to end (normally or by SIGKILL).
+func startWorker(t *testing.T, ctx context.Context, srv *pagpolartest.Server, storeURL string, window time.Duration, orders []int, crash workerCrash, extra ...string) workerProc {
+	t.Helper()
+	args := append([]string{"worker", "-base-url", srv.URL, "-credential", srv.CredentialID, "-store", storeURL,
+		"-seed", "1", "-window", window.String(), "-concurrency", "1", "-calls", "0"}, extra...)
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), testMainEnv+"=1", envToken+"="+srv.AddToken(srv.CredentialID))
+	if crash.point != "" {
+		cmd.Env = append(cmd.Env, envCrashAt+"="+crash.point, envCrashProb+"="+strconv.FormatFloat(crash.prob, 'g', -1, 64), envCrashSkip+"="+strconv.Itoa(crash.skip))
+	}
+	var in, out, errb bytes.Buffer
+	for _, i := range orders {
+		fmt.Fprintln(&in, i)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = &in, &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("running the worker: %v", err)
+	}
+	w := workerProc{state: cmd.ProcessState, stderr: errb.String()}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		var m workerMsg
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("worker wrote an unreadable line %q: %v", line, err)
+		}
+		w.msgs = append(w.msgs, m)
+	}
+	return w
+}
+
+// firstOrder returns the first order index of seed 1 with the method and no
+// refund.
+func firstOrder(t *testing.T, method string) order {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if o := orderAt(1, i); o.Method == method && o.Refund == 0 && !o.Decline {
+			return o
+		}
+	}
+	t.Fatalf("no %s order among the first 1000", method)
+	return order{}
+}
+
+// posts counts the money requests the fake received with key.
+func posts(l pagpolartest.Ledger, key string) int {
+	n := 0
+	for _, r := range l.Requests {
+		if r.Method == http.MethodPost && r.Key == key {
+			n++
+		}
+	}
+	return n
+}
+
+// waitLeaseExpiry waits, on real time (the lease TTL is what is tested),
+// until the record's lease has run out, so that a new process can settle
+// it at once instead of waiting for it.
+func waitLeaseExpiry(t *testing.T, ctx context.Context, s keystore.Store, id string) keystore.Record {
+	t.Helper()
+	for {
+		rec, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("reading %s: %v", id, err)
+		}
+		if time.Now().After(rec.LeaseExpiresAt.Add(50 * time.Millisecond)) {
+			return rec
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("lease of %s never expired: %v", id, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestCrashPoints: a worker process SIGKILLs itself after the save and
+// before the send, or after the send and before the answer is stored; a new
+// process (ResumeAll, then the order again) settles the operation, with
+// exactly one sale and no second request where the first one took effect.
+func TestCrashPoints(t *testing.T) {
+	for _, kind := range storeKinds {
+		for _, point := range []string{crashAfterSave, crashAfterSend} {
+			kind, point := kind, point
+			t.Run(kind+"/"+point, func(t *testing.T) {
+				t.Parallel()
+				storeURL := testStoreURL(t, kind)
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				defer cancel()
+				srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(crashWindow))
+				store := openTestStore(t, ctx, storeURL)
+				o := firstOrder(t, "pix")
+				opID := chargeOpID(o)
+
+				first := startWorker(t, ctx, srv, storeURL, crashWindow, []int{o.Index}, workerCrash{point: point, prob: 1})
+				if !first.killed() {
+					t.Fatalf("first process: %v, want killed by SIGKILL\nstderr: %s", first.state, first.stderr)
+				}
+				m, ok := first.msg("crash")
+				if !ok || m.Point != point || m.Op != opID {
+					t.Fatalf("first process reported %+v, want a crash at %s of %s", first.msgs, point, opID)
+				}
+				if oc := first.outcomes(); len(oc) != 0 {
+					t.Fatalf("the crashed process reported outcomes %v", oc)
+				}
+				rec := waitLeaseExpiry(t, ctx, store, srv.CredentialID+"/"+opID)
+				if rec.State != keystore.StatePending || rec.Attempts != 1 {
+					t.Fatalf("after the crash the record is %s with %d attempts, want pending with 1 (saved before the send)", rec.State, rec.Attempts)
+				}
+				l := srv.Ledger()
+				wantPosts := map[string]int{crashAfterSave: 0, crashAfterSend: 1}[point]
+				if n := posts(l, rec.Key); n != wantPosts {
+					t.Fatalf("the fake got %d requests with the key before the restart, want %d", n, wantPosts)
+				}
+
+				second := startWorker(t, ctx, srv, storeURL, crashWindow, []int{o.Index}, workerCrash{}, "-resume")
+				if !second.state.Success() {
+					t.Fatalf("second process: %v\nstderr: %s", second.state, second.stderr)
+				}
+				res, ok := second.msg("resume")
+				if !ok || res.Resumed != 1 || res.Settled != 1 {
+					t.Fatalf("ResumeAll in the new process: %+v, want the one operation settled", res)
+				}
+				got := second.outcomes()[opID]
+				if got.State != "succeeded" {
+					t.Fatalf("the new process ended %s with %+v", opID, got)
+				}
+				l = srv.Ledger()
+				switch point {
+				case crashAfterSave:
+					// ResumeAll found nothing (after the trust delay) and
+					// settled not_executed; the order code then sent it.
+					if got.Source != string(pagpolar.SourceResponse) || posts(l, rec.Key) != 1 {
+						t.Fatalf("after-save: source %s, %d requests; want one request answered by the API", got.Source, posts(l, rec.Key))
+					}
+				case crashAfterSend:
+					// ResumeAll found the sale; nothing was sent again.
+					if got.Source != string(pagpolar.SourceLocalRecord) || posts(l, rec.Key) != 1 {
+						t.Fatalf("after-send: source %s, %d requests; want the sale from the record and no second request", got.Source, posts(l, rec.Key))
+					}
+				}
+				final, err := store.Get(ctx, srv.CredentialID+"/"+opID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				chk := report.Verify(srv.CredentialID, l, []report.Expected{{OperationID: opID, Record: final, Found: true, Method: o.Method, ExternalReference: o.Ref}})
+				if !chk.OK() || chk.Effects != 1 || final.ResultRef != got.Ref {
+					t.Fatalf("ledger check %+v, record %s, reported %s", chk, final.ResultRef, got.Ref)
+				}
+			})
+		}
+	}
+}
+
+// ---- the store going away ----
+
+// outage is a store that can be taken away and given back.
+type outage interface {
+	down()
+	up(t *testing.T)
+}
+
+// flakyStore wraps a store and fails every call while down, as a store
+// whose disk or network went away would.
+type flakyStore struct {
+	keystore.Store
+	isDown atomic.Bool
+}
+
+var errTestOutage = fmt.Errorf("%w: test outage", keystore.ErrUnavailable)
+
+func (f *flakyStore) down()         { f.isDown.Store(true) }
+func (f *flakyStore) up(*testing.T) { f.isDown.Store(false) }
+
+func (f *flakyStore) failing() error {
+	if f.isDown.Load() {
+		return errTestOutage
+	}
+	return nil
+}
+
+func (f *flakyStore) Create(ctx context.Context, r keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
+	if err := f.failing(); err != nil {
+		return keystore.Record{}, err
+	}
+	return f.Store.Create(ctx, r, owner, ttl)
+}
+
+func (f *flakyStore) Get(ctx context.Context, id string) (keystore.Record, error) {
+	if err := f.failing(); err != nil {
+		return keystore.Record{}, err
+	}
+	return f.Store.Get(ctx, id)
+}
+
+func (f *flakyStore) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (keystore.Record, error) {
+	if err := f.failing(); err != nil {
+		return keystore.Record{}, err
+	}
+	return f.Store.Acquire(ctx, id, owner, ttl)
+}
+
+func (f *flakyStore) Renew(ctx context.Context, id string, token int64, ttl time.Duration) (keystore.Record, error) {
+	if err := f.failing(); err != nil {
+		return keystore.Record{}, err
+	}
+	return f.Store.Renew(ctx, id, token, ttl)
+}
+
+func (f *flakyStore) Release(ctx context.Context, id string, token int64) error {
+	if err := f.failing(); err != nil {
+		return err
+	}
+	return f.Store.Release(ctx, id, token)
+}
+
+func (f *flakyStore) Update(ctx context.Context, r keystore.Record) (keystore.Record, error) {
+	if err := f.failing(); err != nil {
+		return keystore.Record{}, err
+	}
+	return f.Store.Update(ctx, r)
+}
+
+func (f *flakyStore) List(ctx context.Context, fl keystore.Filter) ([]keystore.Record, error) {
+	if err := f.failing(); err != nil {
+		return nil, err
+	}
+	return f.Store.List(ctx, fl)
+}
+
+// tcpProxy forwards a local port to a server (Redis, PostgreSQL); down
+// closes the port and cuts every connection, up opens the same port again:
+// the store's address stops answering, then answers again.
+type tcpProxy struct {
+	target string
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]bool
+	wg     sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	p := &tcpProxy{target: target, addr: "127.0.0.1:0", conns: map[net.Conn]bool{}}
+	p.up(t)
+	t.Cleanup(func() { p.down(); p.wg.Wait() })
+	return p
+}
+
+func (p *tcpProxy) up(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("proxy: listening again on %s: %v", p.addr, err)
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() { defer p.wg.Done(); p.pipe(c) }()
+		}
+	}()
+}
+
+func (p *tcpProxy) pipe(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.ln == nil { // went down meanwhile
+		p.mu.Unlock()
+		c.Close()
+		s.Close()
+		return
+	}
+	p.conns[c], p.conns[s] = true, true
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
+	<-done
+	c.Close()
+	s.Close()
+	<-done
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, s)
+	p.mu.Unlock()
+}
+
+func (p *tcpProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// outageStore returns a store of kind that the test can take away: SQLite
+// behind flakyStore, PostgreSQL and Redis behind a TCP proxy.
+func outageStore(t *testing.T, ctx context.Context, kind string) (keystore.Store, outage) {
+	t.Helper()
+	raw := testStoreURL(t, kind)
+	if kind == "sqlite" {
+		f := &flakyStore{Store: openTestStore(t, ctx, raw)}
+		return f, f
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("the %s test URL must be a URL with a host (host:port): %v", kind, err)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), map[string]string{"postgres": "5432", "redis": "6379"}[kind])
+	}
+	p := startProxy(t, target)
+	u.Host = p.addr
+	return openTestStore(t, ctx, u.String()), p
+}
+
+// TestStoreOutageFailsClosed: while the store is away every call fails with
+// ErrStoreUnavailable and sends nothing (no request without a saved key); an
+// answer that arrives as the store goes away is settled later by lookup;
+// when the store is back, work continues with one sale per order.
+func TestStoreOutageFailsClosed(t *testing.T) {
+	for _, kind := range storeKinds {
+		kind := kind
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			store, out := outageStore(t, ctx, kind)
+			srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(crashWindow))
+
+			const orders, cut = 12, 5 // the store goes away as order 5's answer arrives
+			ref := func(i int) string { return fmt.Sprintf("outage-%02d", i) }
+			var cutOnce sync.Once
+			hook := func(_ context.Context, e pagpolar.Event) {
+				if e.Kind == pagpolar.EventSent && e.OperationID == "pix:"+ref(cut) {
+					cutOnce.Do(out.down)
+				}
+			}
+			c, err := newScenarioClient(srv.URL, srv.CredentialID, srv.Token, store, crashWindow, 4, hook, "outage-"+randomName(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pix := func(i int) (*pagpolar.Charge, error) {
+				return c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: ref(i), Customer: demoCustomer})
+			}
+			sales := map[int]string{}
+			for i := 0; i < orders; i++ {
+				before := len(srv.Ledger().Requests)
+				ch, err := pix(i)
+				switch {
+				case i < cut:
+					if err != nil {
+						t.Fatalf("order %d before the outage: %v", i, err)
+					}
+					sales[i] = ch.Sale.ID
+				case i == cut:
+					// The sale was made and its answer came back; only
+					// recording it failed. The caller still gets the sale.
+					if err != nil {
+						t.Fatalf("order %d (answer arrived as the store went away): %v", i, err)
+					}
+					sales[i] = ch.Sale.ID
+				default:
+					if !errors.Is(err, pagpolar.ErrStoreUnavailable) || !strings.Contains(err.Error(), "nothing was sent") {
+						t.Fatalf("order %d during the outage: %v; want ErrStoreUnavailable saying nothing was sent", i, err)
+					}
+					if after := len(srv.Ledger().Requests); after != before {
+						t.Fatalf("order %d during the outage reached the API (%d requests)", i, after-before)
+					}
+				}
+			}
+
+			out.up(t)
+			run := &orderRunner{c: c, pause: crashWindow / 10}
+			for i := 0; i < orders; i++ {
+				oc := run.until(ctx, i, "pix:"+ref(i), func(ctx context.Context) (string, pagpolar.Source, error) {
+					ch, err := pix(i)
+					if err != nil {
+						return "", "", err
+					}
+					return ch.Sale.ID, ch.Operation.Source, nil
+				})
+				if oc.State != "succeeded" {
+					t.Fatalf("order %d after the outage: %+v", i, oc)
+				}
+				if want, ok := sales[i]; ok && oc.Ref != want {
+					t.Fatalf("order %d: sale %s after the outage, %s before", i, oc.Ref, want)
+				}
+				if i == cut && oc.Source != string(pagpolar.SourceLookup) {
+					t.Errorf("order %d: source %s, want lookup (its record was left pending)", i, oc.Source)
+				}
+			}
+
+			// Every request the API got carries a key saved before it.
+			recs, err := store.List(ctx, keystore.Filter{Prefix: srv.CredentialID + "/", Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			saved := map[string]bool{}
+			var exp []report.Expected
+			for _, r := range recs {
+				saved[r.Key] = true
+				id := strings.TrimPrefix(r.OperationID, srv.CredentialID+"/")
+				exp = append(exp, report.Expected{OperationID: id, Record: r, Found: true, Method: "pix", ExternalReference: strings.TrimPrefix(id, "pix:")})
+			}
+			l := srv.Ledger()
+			for _, r := range l.Requests {
+				if r.Method == http.MethodPost && !saved[r.Key] {
+					t.Errorf("a request with key %s reached the API without a saved record", r.Key)
+				}
+			}
+			if chk := report.Verify(srv.CredentialID, l, exp); !chk.OK() || len(exp) != orders || chk.Effects != orders {
+				t.Fatalf("%d records, ledger check %+v", len(exp), chk)
+			}
+		})
+	}
+}

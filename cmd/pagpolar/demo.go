@@ -1,0 +1,800 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	mathrand "math/rand"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/internal/report"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+const demoUsage = `usage: pagpolar demo [flags]
+
+Runs orders through the SDK against the fake PagPolar API, started in this
+process with a seeded mix of every fault kind and the in-processing window
+shortened on both sides (so ambiguity settles in seconds, not minutes). Then
+settles what is left unknown, checks the fake's ledger and prints a report.
+Exits 1 if any operation got two effects or none.
+
+flags:
+`
+
+// demoConfig is the parsed command line of `pagpolar demo`.
+type demoConfig struct {
+	store       string
+	orders      int
+	concurrency int
+	faultRate   float64
+	seed        int64
+	window      time.Duration
+	timeout     time.Duration
+	asJSON      bool
+}
+
+func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
+	cfg := &demoConfig{}
+	fs := flag.NewFlagSet("pagpolar demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
+	fs.StringVar(&cfg.store, "store", "", "key store URL: sqlite:PATH, postgres://..., redis://... (default: SQLite in a temporary file)")
+	fs.IntVar(&cfg.orders, "orders", 2000, "orders to run")
+	fs.IntVar(&cfg.concurrency, "concurrency", 64, "orders in flight at once")
+	fs.Float64Var(&cfg.faultRate, "fault-rate", 0.3, "share of money requests that meet an injected fault (0 to 1)")
+	fs.Int64Var(&cfg.seed, "seed", 1, "seed of the orders and of the faults")
+	fs.DurationVar(&cfg.window, "window", time.Second, "the in-processing window, on the fake and in the client's policy")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up (and fail) after this long")
+	fs.BoolVar(&cfg.asJSON, "json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case cfg.orders <= 0:
+		return nil, errors.New("-orders must be positive")
+	case cfg.concurrency <= 0:
+		return nil, errors.New("-concurrency must be positive")
+	case cfg.faultRate < 0 || cfg.faultRate > 1:
+		return nil, fmt.Errorf("-fault-rate %v is outside [0, 1]", cfg.faultRate)
+	case cfg.window < 50*time.Millisecond:
+		return nil, errors.New("-window must be at least 50ms")
+	case cfg.timeout <= 0:
+		return nil, errors.New("-timeout must be positive")
+	}
+	return cfg, nil
+}
+
+// runDemo is `pagpolar demo`.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseDemoFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar demo: %v\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	rep, err := demo(ctx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar demo: %v\n", err)
+		return 1
+	}
+	if cfg.asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar demo: writing the report: %v\n", err)
+		return 1
+	}
+	if !rep.OK() {
+		return 1
+	}
+	return 0
+}
+
+// demo runs the whole scenario and returns its report.
+func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Report, error) {
+	start := time.Now()
+	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(cfg.window), pagpolartest.WithSeed(cfg.seed))
+	for _, f := range faultMix(cfg.faultRate, cfg.window) {
+		srv.Inject(f)
+	}
+	stopBursts := injectBursts(srv, cfg.faultRate, cfg.window)
+	if err := srv.Start(); err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+
+	storeURL, cleanup, err := demoStoreURL(cfg.store)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	store, closeStore, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return nil, fmt.Errorf("opening the key store: %w", err)
+	}
+	defer func() { _ = closeStore() }()
+
+	col := report.NewCollector()
+	c, err := newScenarioClient(srv.URL, srv.CredentialID, srv.Token, store, cfg.window, cfg.concurrency, col.Observe, fmt.Sprintf("demo-pid%d", os.Getpid()))
+	if err != nil {
+		return nil, err
+	}
+
+	// The checkout pass: each order as a request handler would run it, a
+	// few calls at most, leaving what stays unknown to the reconciler.
+	run := &orderRunner{c: c, calls: checkoutCalls, pause: cfg.window / 10}
+	res := newResults()
+	prog := newProgress(stderr, cfg.orders, res)
+	prog.start()
+	forEachOrder(ctx, cfg.orders, cfg.concurrency, func(i int) {
+		res.add(run.process(ctx, orderAt(cfg.seed, i))...)
+		prog.orderDone()
+	})
+	prog.stop()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("checkout pass: %w", err)
+	}
+	stopBursts()
+
+	settling := reconcile(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, res, cfg.concurrency)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("settling: %w", err)
+	}
+
+	ops, err := expectedOps(ctx, store, srv.CredentialID, cfg.seed, cfg.orders)
+	if err != nil {
+		return nil, err
+	}
+	ledger := srv.Ledger()
+	rep := &report.Report{
+		Mode:      "demo",
+		Store:     redactURL(storeURL),
+		Orders:    cfg.orders,
+		FaultRate: cfg.faultRate,
+		Seed:      cfg.seed,
+		WindowMS:  float64(cfg.window.Microseconds()) / 1000,
+		Check:     report.Verify(srv.CredentialID, ledger, ops),
+		Obtained:  res.obtained(),
+		Settling:  settling,
+		SDK:       col.Snapshot(),
+		Latency:   res.lat.Summary(),
+	}
+	rep.Requests, rep.FaultsApplied = report.Traffic(ledger, srv.CredentialID, cfg.orders)
+	rep.RunTimeMS = float64(time.Since(start).Microseconds()) / 1000
+	return rep, nil
+}
+
+// demoStoreURL returns the store URL to use: the given one, or a SQLite
+// file in a new temporary directory that cleanup removes.
+func demoStoreURL(given string) (u string, cleanup func(), err error) {
+	if given != "" {
+		return given, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "pagpolar-demo-")
+	if err != nil {
+		return "", nil, fmt.Errorf("temporary directory for the SQLite store: %w", err)
+	}
+	return "sqlite:" + filepath.Join(dir, "keys.db"), func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// redactURL drops the password of a store URL for printing.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// ---- the scenario shared by demo, chaos and worker ----
+
+// checkoutCalls is how many calls a checkout request makes per operation
+// before it answers "processing" and leaves the rest to the reconciler.
+const checkoutCalls = 3
+
+// scenarioPolicy is the client's policy against the fake with the
+// in-processing window shortened to window, in the production proportions
+// (60 s window, 30 s attempt timeout): an attempt gives up after half a
+// window, and a "not found" is trusted only 1.8 windows after the send
+// (window, margin, settle delay). The fault mix's longest hold (1.1 windows)
+// therefore outlasts the attempt, so the client must settle a request the
+// server is still processing, and ends before the trust delay, so waiting
+// for it is enough (a server that processes past the delay is the
+// documented exposure, not injected here).
+func scenarioPolicy(window time.Duration) pagpolar.RetryPolicy {
+	return pagpolar.RetryPolicy{
+		MaxAttempts: 6,
+		NewBackOff: func() backoff.BackOff {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval, b.Multiplier, b.RandomizationFactor = window/50, 2, 0.5
+			b.MaxInterval, b.MaxElapsedTime = window/5, 0
+			b.Reset()
+			return b
+		},
+		MaxRetryAfter:     window / 4,
+		AttemptTimeout:    window / 2,
+		ProcessingWindow:  window,
+		WindowMargin:      window / 2,
+		SettleDelay:       window * 3 / 10,
+		LookupInterval:    window / 10,
+		LeaseTTL:          3 * window,
+		LeaseWaitInterval: 10 * time.Millisecond,
+	}
+}
+
+// newScenarioClient builds the SDK client every part of the scenario uses;
+// owner names it in leases and must be unique among the clients of a store.
+func newScenarioClient(baseURL, credential, token string, store keystore.Store, window time.Duration, conns int, hook pagpolar.Hook, owner string) (*pagpolar.Client, error) {
+	opts := []pagpolar.Option{
+		pagpolar.WithBaseURL(baseURL),
+		pagpolar.WithStore(store),
+		pagpolar.WithRetryPolicy(scenarioPolicy(window)),
+		pagpolar.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}}),
+		pagpolar.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		pagpolar.WithUserAgent("pagpolar-scenario"),
+		pagpolar.WithOwner(owner),
+	}
+	if hook != nil {
+		opts = append(opts, pagpolar.WithHook(hook))
+	}
+	return pagpolar.NewClient(credential, pagpolar.StaticToken(token), opts...)
+}
+
+// faultMix returns the faults of a run: every kind of the foundation issue,
+// met by about rate of the money requests (40 % of the share before
+// processing, 60 % at processing), plus a few read faults on the lookups.
+// The server applies the first fault that matches, so each coin is
+// conditional on the earlier ones of its stage: p = share / (1 - taken).
+func faultMix(rate float64, window time.Duration) []pagpolartest.Fault {
+	if rate <= 0 {
+		return nil
+	}
+	type kind struct {
+		f      pagpolartest.Fault
+		weight float64 // percent of rate
+	}
+	front := []kind{
+		{pagpolartest.Fault{Action: pagpolartest.FaultDropBeforeProcessing}, 8},
+		{pagpolartest.Fault{Action: pagpolartest.FaultGateway, Status: 502}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultGateway, Status: 503}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultGateway, Status: 504}, 4},
+		{pagpolartest.Fault{Action: pagpolartest.FaultRateLimit, Delay: window / 4}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultUnavailable, Delay: window / 4}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultLatency, Delay: window / 10}, 4},
+	}
+	processing := []kind{
+		{pagpolartest.Fault{Action: pagpolartest.FaultCommitThenDrop}, 8},
+		{pagpolartest.Fault{Action: pagpolartest.FaultCommitDropRelease}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultCommitThen500}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultCommitThen500After, Delay: window * 3 / 10}, 5},
+		{pagpolartest.Fault{Action: pagpolartest.Fault500NoCommit}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultHold, Delay: window / 4}, 5},
+		// Longer than the attempt timeout and the window: the client
+		// gives up, and a same-key request would be processed again
+		// while this one still commits; the client's trust delay
+		// outlasts it.
+		{pagpolartest.Fault{Action: pagpolartest.FaultHold, Delay: window * 11 / 10}, 4},
+		{pagpolartest.Fault{Action: pagpolartest.FaultLookupLag, Delay: window * 3 / 20}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultGatewayAfterCommit, Status: 504}, 6},
+		{pagpolartest.Fault{Action: pagpolartest.FaultDecline}, 8},
+	}
+	var out []pagpolartest.Fault
+	for _, stage := range [][]kind{front, processing} {
+		taken := 0.0
+		for _, k := range stage {
+			share := rate * k.weight / 100
+			p := share / (1 - taken)
+			taken += share
+			f := k.f
+			f.Probability = clampProbability(p)
+			out = append(out, f)
+		}
+	}
+	// Lookups fail too, so that settling has to retry its reads.
+	for _, f := range []pagpolartest.Fault{
+		{Route: "get_sales", Action: pagpolartest.Fault500NoCommit},
+		{Route: "get_sales", Action: pagpolartest.FaultGateway, Status: 502},
+		{Route: "get_refunds", Action: pagpolartest.Fault500NoCommit},
+	} {
+		f.Probability = clampProbability(rate / 20)
+		out = append(out, f)
+	}
+	return out
+}
+
+// clampProbability keeps p inside the open interval the fake treats as a
+// coin (0 and 1 mean "always").
+func clampProbability(p float64) float64 {
+	switch {
+	case p <= 0:
+		return 1e-9
+	case p >= 1:
+		return 0.999999
+	}
+	return p
+}
+
+// injectBursts makes the fake shed load in bursts: after every 200 money
+// requests, the next ones (about rate*40) get 429, or the API's own 503, as
+// a rate limiter or an overloaded API answers a spike. Counting requests
+// rather than time keeps the share of bursts the same however fast the run
+// goes. The returned function stops new bursts.
+func injectBursts(srv *pagpolartest.Server, rate float64, window time.Duration) (stop func()) {
+	var stopped atomic.Bool
+	if rate <= 0 {
+		return func() {}
+	}
+	var n atomic.Int64
+	size := 1 + int(rate*40)
+	srv.OnRequest(func(r pagpolartest.RequestLog) {
+		if r.Method != http.MethodPost || stopped.Load() {
+			return
+		}
+		k := n.Add(1)
+		if k%200 != 0 {
+			return
+		}
+		f := pagpolartest.Fault{Action: pagpolartest.FaultRateLimit, Times: size, Delay: window / 4}
+		if k%400 == 0 {
+			f.Action = pagpolartest.FaultUnavailable
+		}
+		srv.Inject(f)
+	})
+	return func() { stopped.Store(true) }
+}
+
+// order is one order of the scenario, derived from the seed and its index
+// so that every process of a chaos run agrees on it.
+type order struct {
+	Index   int
+	Ref     string // external reference: the order code
+	Method  string // pix, boleto or credit_card
+	Offer   string
+	Decline bool  // paid with a card token the fake always declines
+	Refund  int64 // centavos to refund once charged (card orders only); 0: none
+}
+
+var demoCustomer = pagpolar.Customer{Name: "Ana Souza", Email: "ana@example.com", Document: "529.982.247-25", Phone: "+55 11 91234-5678"}
+
+// orderAt returns order i of the run seeded with seed: 40 % PIX, 20 %
+// boleto, 40 % card (one in eight of them declined, one in four of the
+// rest partly refunded afterwards).
+func orderAt(seed int64, i int) order {
+	rng := mathrand.New(mathrand.NewSource(seed*1_000_003 + int64(i)))
+	o := order{Index: i, Ref: fmt.Sprintf("order-%06d", i), Offer: "offer-basic"}
+	switch x := rng.Intn(10); {
+	case x < 4:
+		o.Method = "pix"
+	case x < 6:
+		o.Method, o.Offer = "boleto", "offer-premium"
+	default:
+		o.Method = "credit_card"
+		if rng.Intn(2) == 0 {
+			o.Offer = "offer-premium"
+		}
+		switch {
+		case rng.Intn(8) == 0:
+			o.Decline = true
+		case rng.Intn(4) == 0:
+			o.Refund = 500 + rng.Int63n(4000)
+		}
+	}
+	return o
+}
+
+// chargeOpID and refundOpID are the operation IDs the order code uses: the
+// SDK's default for charges, one refund per order.
+func chargeOpID(o order) string { return o.Method + ":" + o.Ref }
+func refundOpID(o order) string { return "refund:" + o.Ref }
+
+// outcome is how one business operation ended for the order code.
+type outcome struct {
+	Order     int    `json:"order"`
+	OpID      string `json:"op"`
+	State     string `json:"state"` // succeeded, declined, failed, unsettled
+	Source    string `json:"source,omitempty"`
+	Ref       string `json:"ref,omitempty"` // the sale or refund
+	Err       string `json:"err,omitempty"`
+	Calls     int    `json:"calls"`
+	LatencyUS int64  `json:"latency_us"`
+}
+
+func (o outcome) final() bool { return o.State != "unsettled" }
+
+// orderRunner is order-processing code as a checkout backend writes it: one
+// operation per charge and per refund, the same operation ID on every call,
+// and a call again for every answer that is not final.
+type orderRunner struct {
+	c     *pagpolar.Client
+	calls int           // calls per operation before leaving it unsettled; 0: until ctx ends
+	pause time.Duration // base pause before calling again after a refusal
+}
+
+// process runs an order: its charge, then its refund if it has one and the
+// charge succeeded.
+func (r *orderRunner) process(ctx context.Context, o order) []outcome {
+	ch := r.until(ctx, o.Index, chargeOpID(o), func(ctx context.Context) (string, pagpolar.Source, error) {
+		return r.charge(ctx, o)
+	})
+	out := []outcome{ch}
+	if ch.State == "succeeded" && o.Refund > 0 {
+		out = append(out, r.until(ctx, o.Index, refundOpID(o), func(ctx context.Context) (string, pagpolar.Source, error) {
+			res, err := r.c.Refunds.Create(ctx, pagpolar.RefundParams{OperationID: refundOpID(o), SaleID: ch.Ref, Amount: o.Refund, Reason: "customer asked"})
+			if err != nil {
+				return "", "", err
+			}
+			return res.Refund.ID, res.Operation.Source, nil
+		}))
+	}
+	return out
+}
+
+func (r *orderRunner) charge(ctx context.Context, o order) (string, pagpolar.Source, error) {
+	var (
+		ch  *pagpolar.Charge
+		err error
+	)
+	switch o.Method {
+	case "pix":
+		ch, err = r.c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: o.Offer, ExternalReference: o.Ref, Customer: demoCustomer})
+	case "boleto":
+		ch, err = r.c.Payments.Boleto(ctx, pagpolar.BoletoParams{OfferID: o.Offer, ExternalReference: o.Ref, Customer: demoCustomer})
+	default:
+		tok := "tok_ok_" + o.Ref
+		if o.Decline {
+			tok = "tok_decline_" + o.Ref
+		}
+		ch, err = r.c.Payments.CreditCard(ctx, pagpolar.CreditCardParams{OfferID: o.Offer, ExternalReference: o.Ref, Customer: demoCustomer, CardToken: tok})
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return ch.Sale.ID, ch.Operation.Source, nil
+}
+
+// until calls fn until its answer is final, r.calls times at most.
+func (r *orderRunner) until(ctx context.Context, idx int, opID string, fn func(context.Context) (string, pagpolar.Source, error)) outcome {
+	start := time.Now()
+	o := outcome{Order: idx, OpID: opID, State: "unsettled"}
+	pause := r.pause
+	for o.Calls = 1; ; o.Calls++ {
+		ref, src, err := fn(ctx)
+		o.Ref, o.Source, o.Err = ref, string(src), ""
+		if err != nil {
+			o.Err = err.Error()
+		}
+		if st := finalState(err); st != "" {
+			o.State = st
+			break
+		}
+		if (r.calls > 0 && o.Calls >= r.calls) || ctx.Err() != nil {
+			break
+		}
+		if !errors.Is(err, pagpolar.ErrOutcomeUnknown) && !errors.Is(err, pagpolar.ErrInProgress) {
+			// Refused without effect (budget, throttling, store down): wait
+			// a little before asking again, longer each time.
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+			if pause < 20*r.pause {
+				pause *= 2
+			}
+		}
+	}
+	o.LatencyUS = time.Since(start).Microseconds()
+	return o
+}
+
+// finalState classifies a call's answer: "succeeded", "declined" or
+// "failed" when it is final, "" when the order code must call again.
+func finalState(err error) string {
+	var api *pagpolar.APIError
+	switch {
+	case err == nil:
+		return "succeeded"
+	case errors.Is(err, pagpolar.ErrDeclined):
+		return "declined"
+	case errors.Is(err, pagpolar.ErrParamsMismatch), errors.Is(err, pagpolar.ErrValidation):
+		return "failed"
+	case errors.As(err, &api) && api.StatusCode >= 400 && api.StatusCode < 500 &&
+		api.StatusCode != http.StatusConflict && api.StatusCode != http.StatusTooManyRequests &&
+		api.StatusCode != http.StatusUnauthorized && api.StatusCode != http.StatusForbidden:
+		return "failed"
+	}
+	return ""
+}
+
+// results keeps the latest outcome of every operation.
+type results struct {
+	mu   sync.Mutex
+	ops  map[string]outcome
+	lat  report.Latencies
+	open atomic.Int64
+}
+
+func newResults() *results {
+	return &results{ops: map[string]outcome{}}
+}
+
+// add records outcomes of the checkout pass (their latency counts).
+func (r *results) add(outs ...outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range outs {
+		r.ops[o.OpID] = o
+		r.lat.Add(time.Duration(o.LatencyUS) * time.Microsecond)
+		if !o.final() {
+			r.open.Add(1)
+		}
+	}
+}
+
+// set replaces an operation's outcome (reconciliation); it reports
+// whether the operation went from unsettled to final.
+func (r *results) set(o outcome) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, had := r.ops[o.OpID]
+	r.ops[o.OpID] = o
+	if o.final() && (!had || !old.final()) {
+		r.open.Add(-1)
+		return true
+	}
+	return false
+}
+
+// unsettledOps returns the operations the order code has no final answer
+// for.
+func (r *results) unsettledOps() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]bool{}
+	for id, o := range r.ops {
+		if !o.final() {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// obtained counts the operations by how their final answer was obtained.
+func (r *results) obtained() report.Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := report.Counts{}
+	for _, o := range r.ops {
+		switch o.State {
+		case "succeeded":
+			c[o.Source]++
+		case "unsettled":
+			c["unsettled"]++
+		default:
+			c[o.State]++
+		}
+	}
+	return c
+}
+
+// reconcile settles what the checkout pass left open, as a background job
+// of the order system would. Open are the operations the order code has no
+// final answer for, and those whose record is still pending or unknown (an
+// answer arrived but could not be recorded, e.g. the lease ran out while the
+// machine was starved). Each round runs ResumeAll (lookups only, never a
+// charge), then the order code again for each order still open (same
+// operation IDs: the SDK settles first and sends only after a trusted
+// not-found). Rounds go on until nothing is open or ctx ends.
+func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, credential string, run *orderRunner, seed int64, n int, res *results, conc int) report.Settling {
+	var s report.Settling
+	index := make(map[string]int, n)
+	for i := 0; i < n; i++ {
+		o := orderAt(seed, i)
+		index[chargeOpID(o)], index[refundOpID(o)] = i, i
+	}
+	for round := 0; ctx.Err() == nil; round++ {
+		open := res.unsettledOps()
+		recs, err := store.List(ctx, keystore.Filter{
+			States: []keystore.State{keystore.StatePending, keystore.StateUnknown, keystore.StateNotExecuted},
+			Prefix: credential + "/", Limit: 2 * n,
+		})
+		if err != nil {
+			// The store is down: count what the order code knows and retry.
+			recs = nil
+		}
+		for _, r := range recs {
+			open[strings.TrimPrefix(r.OperationID, credential+"/")] = true
+		}
+		if round == 0 {
+			s.LeftUnsettled = len(open)
+		}
+		s.StillUnsettledEnd = len(open)
+		if len(open) == 0 && err == nil {
+			break
+		}
+		s.ReconcileRounds++
+		rs, _ := c.ResumeAll(ctx)
+		byResume := map[string]bool{}
+		for _, r := range rs {
+			if open[r.OperationID] && (r.State == keystore.StateSucceeded || r.State == keystore.StateFailed) {
+				byResume[r.OperationID] = true
+				s.SettledByResume++
+			}
+		}
+		seen := map[int]bool{}
+		var orders []int
+		for op := range open {
+			if i, ok := index[op]; ok && !seen[i] {
+				seen[i] = true
+				orders = append(orders, i)
+			}
+		}
+		sort.Ints(orders)
+		var mu sync.Mutex
+		forEachOrder(ctx, len(orders), conc, func(k int) {
+			for _, o := range run.process(ctx, orderAt(seed, orders[k])) {
+				res.set(o)
+				if open[o.OpID] && !byResume[o.OpID] && o.final() {
+					mu.Lock()
+					s.SettledByReissue++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	return s
+}
+
+// forEachOrder calls fn(0..n-1) on conc goroutines and returns when every
+// call has returned; it stops handing out work when ctx ends.
+func forEachOrder(ctx context.Context, n, conc int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < conc && w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			i = n
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// expectedOps reads the final record of every operation the run meant to
+// carry out: each order's charge, and the refund of each refundable order
+// whose charge succeeded.
+func expectedOps(ctx context.Context, store keystore.Store, credential string, seed int64, n int) ([]report.Expected, error) {
+	var out []report.Expected
+	get := func(opID string) (report.Expected, error) {
+		rec, err := store.Get(ctx, credential+"/"+opID)
+		switch {
+		case err == nil:
+			return report.Expected{OperationID: opID, Record: rec, Found: true}, nil
+		case errors.Is(err, keystore.ErrNotFound):
+			return report.Expected{OperationID: opID}, nil
+		}
+		return report.Expected{}, fmt.Errorf("reading the record of %s: %w", opID, err)
+	}
+	for i := 0; i < n; i++ {
+		o := orderAt(seed, i)
+		e, err := get(chargeOpID(o))
+		if err != nil {
+			return nil, err
+		}
+		e.Method, e.ExternalReference = o.Method, o.Ref
+		out = append(out, e)
+		if o.Refund > 0 && e.Found && e.Record.State == keystore.StateSucceeded {
+			r, err := get(refundOpID(o))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// progress shows how far a run is: a line rewritten in place when w is a
+// terminal, otherwise a line every few seconds.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	total int
+	res   *results
+	done  atomic.Int64
+	began time.Time
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newProgress(w io.Writer, total int, res *results) *progress {
+	return &progress{w: w, tty: isTerminal(w), total: total, res: res, stopc: make(chan struct{})}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progress) orderDone() { p.done.Add(1) }
+
+func (p *progress) start() {
+	p.began = time.Now()
+	every := 5 * time.Second
+	if p.tty {
+		every = 200 * time.Millisecond
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stopc:
+				p.print(true)
+				return
+			case <-t.C:
+				p.print(false)
+			}
+		}
+	}()
+}
+
+func (p *progress) print(last bool) {
+	d := p.done.Load()
+	el := time.Since(p.began)
+	line := fmt.Sprintf("checkout: %d/%d orders, %d operations open, %.0f orders/s, %s",
+		d, p.total, p.res.open.Load(), float64(d)/el.Seconds(), el.Round(100*time.Millisecond))
+	switch {
+	case p.tty && last:
+		fmt.Fprintf(p.w, "\r\033[K%s\n", line)
+	case p.tty:
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+	default:
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) stop() {
+	close(p.stopc)
+	p.wg.Wait()
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/internal/report"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+// TestDemo runs `pagpolar demo` as a user does (flags, default SQLite store
+// in a temporary file, JSON report) with every fault kind at a high rate,
+// and checks the report: no double effect, no operation without an outcome,
+// records in line with the ledger, and every fault kind met.
+func TestDemo(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runDemo(context.Background(), []string{"-orders", "400", "-concurrency", "32", "-fault-rate", "0.5", "-seed", "3", "-json"}, &out, &errb)
+	var rep report.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d, report not JSON: %v\n%s\n%s", code, err, out.String(), errb.String())
+	}
+	if code != 0 || !rep.OK() {
+		t.Fatalf("exit %d, report:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	c := rep.Check
+	if len(c.Duplicates)+len(c.WithoutOutcome)+len(c.Mismatches)+len(c.Orphans) != 0 {
+		t.Fatalf("check %+v", c)
+	}
+	if c.Effects+c.Declined < rep.Orders || c.ByKind["refund"] == 0 || c.Declined == 0 {
+		t.Fatalf("want every order charged or declined and some refunds: %+v", c)
+	}
+	if !strings.HasPrefix(rep.Store, "sqlite:") {
+		t.Errorf("default store %q, want a SQLite file", rep.Store)
+	}
+	// Every fault kind of the mix was met (at this rate and size each is
+	// expected dozens of times; the seed makes the run repeatable).
+	for _, f := range []pagpolartest.FaultAction{
+		pagpolartest.FaultCommitThenDrop, pagpolartest.FaultCommitDropRelease, pagpolartest.FaultDropBeforeProcessing,
+		pagpolartest.FaultCommitThen500, pagpolartest.FaultCommitThen500After, pagpolartest.Fault500NoCommit,
+		pagpolartest.FaultHold, pagpolartest.FaultLookupLag, pagpolartest.FaultGateway, pagpolartest.FaultGatewayAfterCommit,
+		pagpolartest.FaultRateLimit, pagpolartest.FaultUnavailable, pagpolartest.FaultLatency, pagpolartest.FaultDecline,
+	} {
+		if rep.FaultsApplied[f.String()] == 0 {
+			t.Errorf("fault %s never applied: %v", f, rep.FaultsApplied)
+		}
+	}
+	// Ambiguity happened and was settled by lookups, not by blind resends.
+	if rep.Obtained["lookup"] == 0 || rep.SDK.Lookups == 0 || rep.SDK.Ambiguous.Total() == 0 {
+		t.Errorf("no operation settled by lookup: obtained %v, sdk %+v", rep.Obtained, rep.SDK)
+	}
+	if rep.Latency.N == 0 || rep.Requests.PerOrder < 1 || rep.RunTimeMS <= 0 {
+		t.Errorf("latency %+v, requests %+v, run time %v", rep.Latency, rep.Requests, rep.RunTimeMS)
+	}
+	// Not a terminal: progress comes as whole lines.
+	if !strings.Contains(errb.String(), "checkout: 400/400 orders") || strings.Contains(errb.String(), "\r") {
+		t.Errorf("progress on a non-terminal: %q", errb.String())
+	}
+}
+
+// TestDemoTextReport checks the text report's verdict lines on a clean run
+// without faults.
+func TestDemoTextReport(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runDemo(context.Background(), []string{"-orders", "40", "-fault-rate", "0", "-store", "memory:"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"pagpolar demo: OK", "operations with more than one effect  0", "operations without an outcome         0", "store                                 memory:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestDemoFlags(t *testing.T) {
+	for _, args := range [][]string{{"-orders", "0"}, {"-concurrency", "-1"}, {"-fault-rate", "1.5"}, {"-window", "1ms"}, {"stray"}} {
+		var errb bytes.Buffer
+		if code := runDemo(context.Background(), args, &bytes.Buffer{}, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+	}
+	var errb bytes.Buffer
+	if code := runDemo(context.Background(), []string{"-store", "nosuch://x"}, &bytes.Buffer{}, &errb); code != 1 || !strings.Contains(errb.String(), "key store") {
+		t.Errorf("bad store URL: exit %d, %q", code, errb.String())
+	}
+}
+
+// TestFaultMixRates checks that the injected coins add up to the asked
+// rate: the first-match order makes each coin conditional on the earlier.
+func TestFaultMixRates(t *testing.T) {
+	const rate = 0.3
+	front, processing := 1.0, 1.0
+	for _, f := range faultMix(rate, time.Second) {
+		if f.Route != "" {
+			continue // read faults
+		}
+		switch f.Action {
+		case pagpolartest.FaultDropBeforeProcessing, pagpolartest.FaultGateway, pagpolartest.FaultRateLimit, pagpolartest.FaultUnavailable, pagpolartest.FaultLatency:
+			front *= 1 - f.Probability
+		default:
+			processing *= 1 - f.Probability
+		}
+	}
+	if got := 1 - front; got < 0.4*rate-1e-9 || got > 0.4*rate+1e-9 {
+		t.Errorf("front faults hit %.4f of requests, want %.4f", got, 0.4*rate)
+	}
+	if got := 1 - processing; got < 0.6*rate-1e-9 || got > 0.6*rate+1e-9 {
+		t.Errorf("processing faults hit %.4f of requests, want %.4f", got, 0.6*rate)
+	}
+	if faultMix(0, time.Second) != nil {
+		t.Error("rate 0 must inject nothing")
+	}
+}
