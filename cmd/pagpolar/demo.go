@@ -145,9 +145,9 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 		return nil, err
 	}
 
-	// The checkout pass: each order as a request handler would run it, a
-	// few calls at most, leaving what stays unknown to the reconciler.
-	run := &orderRunner{c: c, calls: checkoutCalls, pause: cfg.window / 10}
+	// The checkout pass: each order as a request handler would run it,
+	// within a deadline, leaving what stays unknown to the reconciler.
+	run := &orderRunner{c: c, calls: checkoutCalls, deadline: checkoutDeadline(cfg.window), pause: cfg.window / 10}
 	res := newResults()
 	prog := newProgress(stderr, cfg.orders, res)
 	prog.start()
@@ -216,6 +216,12 @@ func redactURL(raw string) string {
 // checkoutCalls is how many calls a checkout request makes per operation
 // before it answers "processing" and leaves the rest to the reconciler.
 const checkoutCalls = 3
+
+// checkoutDeadline is the time a checkout request has for an order (its
+// charge and refund): two windows, less than an ambiguous charge can take
+// to settle (1.8 windows of trust delay, plus lookups and a resend), so
+// some orders are answered "processing" and settled afterwards.
+func checkoutDeadline(window time.Duration) time.Duration { return 2 * window }
 
 // scenarioPolicy is the client's policy against the fake with the
 // in-processing window shortened to window, in the production proportions
@@ -430,14 +436,20 @@ func (o outcome) final() bool { return o.State != "unsettled" }
 // operation per charge and per refund, the same operation ID on every call,
 // and a call again for every answer that is not final.
 type orderRunner struct {
-	c     *pagpolar.Client
-	calls int           // calls per operation before leaving it unsettled; 0: until ctx ends
-	pause time.Duration // base pause before calling again after a refusal
+	c        *pagpolar.Client
+	calls    int           // calls per operation before leaving it unsettled; 0: until ctx ends
+	deadline time.Duration // time for a whole order; 0: until ctx ends
+	pause    time.Duration // base pause before calling again after a refusal
 }
 
 // process runs an order: its charge, then its refund if it has one and the
 // charge succeeded.
 func (r *orderRunner) process(ctx context.Context, o order) []outcome {
+	if r.deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.deadline)
+		defer cancel()
+	}
 	ch := r.until(ctx, o.Index, chargeOpID(o), func(ctx context.Context) (string, pagpolar.Source, error) {
 		return r.charge(ctx, o)
 	})

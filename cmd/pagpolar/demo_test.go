@@ -52,6 +52,11 @@ func TestDemo(t *testing.T) {
 	if rep.Obtained["lookup"] == 0 || rep.SDK.Lookups == 0 || rep.SDK.Ambiguous.Total() == 0 {
 		t.Errorf("no operation settled by lookup: obtained %v, sdk %+v", rep.Obtained, rep.SDK)
 	}
+	// The checkout deadline leaves some operations open; the reconciler
+	// settles every one of them.
+	if s := rep.Settling; s.LeftUnsettled == 0 || s.StillUnsettledEnd != 0 || s.SettledByResume+s.SettledByReissue < s.LeftUnsettled {
+		t.Errorf("settling %+v: want some left open by checkout and all settled after", s)
+	}
 	if rep.Latency.N == 0 || rep.Requests.PerOrder < 1 || rep.RunTimeMS <= 0 {
 		t.Errorf("latency %+v, requests %+v, run time %v", rep.Latency, rep.Requests, rep.RunTimeMS)
 	}
