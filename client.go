@@ -132,9 +132,21 @@ func WithStore(s keystore.Store) Option {
 	}
 }
 
-// WithRetryPolicy sets the policy; zero fields take DefaultRetryPolicy values.
+// WithRetryPolicy sets the policy; zero fields take DefaultRetryPolicy
+// values. A policy whose lease could expire during one attempt and its
+// longest wait is refused.
 func WithRetryPolicy(p RetryPolicy) Option {
-	return func(c *Client) error { c.policy = p.withDefaults(); return nil }
+	return func(c *Client) error {
+		p = p.withDefaults()
+		if p.LeaseTTL <= p.AttemptTimeout+p.MaxRetryAfter {
+			return &ValidationError{Field: "RetryPolicy.LeaseTTL", Reason: "must exceed AttemptTimeout + MaxRetryAfter, or a worker could lose its lease mid-attempt"}
+		}
+		if p.LeaseTTL <= p.LookupInterval {
+			return &ValidationError{Field: "RetryPolicy.LeaseTTL", Reason: "must exceed LookupInterval"}
+		}
+		c.policy = p
+		return nil
+	}
 }
 
 // WithRetryBudget shares a budget (e.g. between clients of one process).
@@ -230,6 +242,11 @@ func NewClient(credentialID string, tokens TokenSource, opts ...Option) (*Client
 	if c.store == nil {
 		c.store = keystore.NewMemoryWithClock(c.clock)
 	}
+	// Never follow redirects: a 302/303 would turn a charge into a GET whose
+	// answer would be read as the charge's. A 3xx is treated as ambiguous.
+	hc := *c.http
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &hc
 	if c.budget == nil {
 		c.budget = NewRetryBudget(0, 0)
 	}
@@ -280,14 +297,20 @@ const maxResponseBody = 4 << 20
 // net/http cannot resend it on its own (SAFETY rule 2): GetBody is nil, so
 // Request.isReplayable is false even with an Idempotency-Key header.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte, key string) (*response, error) {
+	token, err := c.tokens.Token(ctx)
+	if err != nil {
+		return nil, &sendError{err: fmt.Errorf("pagpolar: token source: %w", err)}
+	}
+	return c.sendWith(ctx, token, method, path, query, body, key)
+}
+
+// sendWith is send with a token fetched beforehand (money requests fetch it
+// before their lease check, so a slow token source cannot outlive a lease).
+func (c *Client) sendWith(ctx context.Context, token, method, path string, query url.Values, body []byte, key string) (*response, error) {
 	u := *c.base
 	u.Path = strings.TrimRight(c.base.Path, "/") + path
 	if query != nil {
 		u.RawQuery = query.Encode()
-	}
-	token, err := c.tokens.Token(ctx)
-	if err != nil {
-		return nil, &sendError{err: fmt.Errorf("pagpolar: token source: %w", err)}
 	}
 	var rd io.Reader
 	if body != nil {
@@ -354,9 +377,12 @@ func (c *Client) apiError(ctx context.Context, r *response, key string) *APIErro
 	}
 	e.Raw = raw
 	var we wire.Error
-	if json.Unmarshal(r.body, &we) == nil && (we.Code != "" || we.Message != "") {
-		e.FromAPI = true
+	if json.Unmarshal(r.body, &we) == nil {
 		e.Code, e.Message = we.Code, we.Message
+		// Only a body with the API's error code counts as the API's own:
+		// gateways (AWS API Gateway, Kong, ...) also answer JSON with a
+		// "message", and their 503 must not be read as "not processed".
+		e.FromAPI = we.Code != ""
 	}
 	return e
 }
@@ -386,6 +412,11 @@ func (c *Client) retryAfter(h http.Header) time.Duration {
 // get performs a read with retries: reads have no effect, so they are
 // retried on transport errors, 429 and 5xx within the policy's attempts.
 func (c *Client) get(ctx context.Context, path string, query url.Values, out any) (*response, error) {
+	return c.getN(ctx, path, query, out, c.policy.MaxAttempts)
+}
+
+// getN is get with at most maxAttempts attempts.
+func (c *Client) getN(ctx context.Context, path string, query url.Values, out any, maxAttempts int) (*response, error) {
 	bo := c.policy.NewBackOff()
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -412,8 +443,8 @@ func (c *Client) get(ctx context.Context, path string, query url.Values, out any
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", path, ctx.Err(), last)
 		}
-		if attempt >= c.policy.MaxAttempts {
-			return nil, fmt.Errorf("pagpolar: GET %s failed after %d attempts: %w", path, attempt, last)
+		if attempt >= maxAttempts {
+			return nil, fmt.Errorf("pagpolar: GET %s failed after %d attempt(s): %w", path, attempt, last)
 		}
 		if !c.budget.takeRetry() {
 			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %w)", path, ErrBudgetExhausted, last)

@@ -150,8 +150,13 @@ func classify(r *response, err error, fromAPI bool) (verdict, string) {
 		return vNotExecuted, fmt.Sprint(s)
 	case s >= 400 && s < 500:
 		return vFailed, fmt.Sprint(s)
-	default: // 500, 502, 504, a 503 without the API's body, 1xx/3xx oddities
+	case s >= 500 && fromAPI:
+		// The API's own error body: the request it answered has ended.
 		return vAmbiguousEnd, fmt.Sprint(s)
+	default:
+		// An intermediary's 502/503/504 page (the API may still be working
+		// on the request behind it), or a 1xx/3xx oddity.
+		return vAmbiguous, fmt.Sprint(s)
 	}
 }
 
@@ -280,6 +285,7 @@ type exec struct {
 	retries int // resends this call decided
 	lastReq string
 	owner   string // this call's lease owner
+	saw2xx  bool   // an unverifiable 2xx answered our key: never conclude "not executed"
 }
 
 func (e *exec) release() {
@@ -344,6 +350,20 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 	notProcessed := 0
 	mark := markFirst
 	for {
+		// The token is fetched before the lease check: a slow token source
+		// must not run between the fencing check and the send.
+		token, terr := c.tokens.Token(ctx)
+		if terr != nil {
+			// Nothing sent; every earlier attempt was proven unprocessed.
+			return nil, e.notExecuted(ctx, fmt.Errorf("token source: %w", terr))
+		}
+		if !mark {
+			// First attempt, counted at Create: check the lease too, the
+			// token fetch may have been slow.
+			if err := e.renew(ctx); err != nil {
+				return nil, err
+			}
+		}
 		if mark {
 			if c.maxOpAge > 0 && !e.rec.CreatedAt.IsZero() && c.clock.Now().Sub(e.rec.CreatedAt) > c.maxOpAge {
 				e.rec.State, e.rec.Error = keystore.StateNotExecuted, "operation older than MaxOperationAge"
@@ -372,7 +392,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			// settles it; say so rather than pretend nothing happened.
 			return nil, e.unknown("context ended before the send; the record counts it as a possible send", err)
 		}
-		r, err := c.send(ctx, http.MethodPost, e.s.path, nil, e.s.body, e.rec.Key)
+		r, err := c.sendWith(ctx, token, http.MethodPost, e.s.path, nil, e.s.body, e.rec.Key)
 		var apiErr *APIError
 		fromAPI := false
 		if r != nil {
@@ -399,18 +419,34 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 				c.emit(ctx, Event{Kind: EventReplay, OperationID: e.s.id, Key: e.rec.Key, Status: r.status})
 			}
 			ref, result, verr := c.accept(e.s.kind, e.meta, r.body)
-			if verr != nil {
-				// Rule 7: a 2xx that is not ours is never a success.
-				e.rec.State, e.rec.Error = keystore.StateFailed, oneLine(verr.Error())
+			if verr == nil {
+				return e.succeed(ctx, ref, result, src)
+			}
+			if verr.collision && r.replayed {
+				// Rule 7: the server replayed another request's first answer
+				// for our key. Nothing of ours was created (a replay creates
+				// nothing); the key belongs to another operation.
+				e.rec.State, e.rec.Error = keystore.StateFailed, "key collision: "+oneLine(verr.Error())
 				_ = e.save(ctx)
 				return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("%w: %w", ErrParamsMismatch, verr)}
 			}
-			return e.succeed(ctx, ref, result, src)
+			// A 2xx we cannot verify is not a success, and not a failure
+			// either: the effect may well exist. Settle it by lookup.
+			e.saw2xx = true
+			e.meta.TrustAfter = c.clock.Now().Add(p.SettleDelay)
+			e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+oneLine(verr.Error())
+			if serr := e.save(ctx); serr != nil {
+				return nil, e.unknownErr(serr.Error(), serr)
+			}
+			c.log.WarnContext(ctx, "pagpolar: 2xx answer could not be verified; settling by lookup", "op", e.s.id, "reason", verr.Error())
+			return e.settleLoop(ctx, true)
 
 		case vFailed:
 			c.budget.onAnswer()
-			e.rec.State, e.rec.Error = keystore.StateFailed, oneLine(apiErr.Error())
-			e.rec.Result = mustJSON(storedFailure{Status: apiErr.StatusCode, Code: apiErr.Code, Message: apiErr.Message, RequestID: apiErr.RequestID})
+			// The API's free-text message is not stored: it could echo
+			// personal data (rule 8). Status, code and request ID are enough.
+			e.rec.State, e.rec.Error = keystore.StateFailed, storedReason(apiErr)
+			e.rec.Result = mustJSON(storedFailure{Status: apiErr.StatusCode, Code: apiErr.Code, RequestID: apiErr.RequestID})
 			serr := e.save(ctx)
 			c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(e.rec.State), Source: SourceResponse, Status: status})
 			if serr != nil {
@@ -419,7 +455,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateFailed), Err: apiErr}
 
 		case vNotExecuted:
-			e.rec.State, e.rec.Error = keystore.StateNotExecuted, oneLine(apiErr.Error())
+			e.rec.State, e.rec.Error = keystore.StateNotExecuted, storedReason(apiErr)
 			_ = e.save(ctx)
 			return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: apiErr}
 
@@ -454,6 +490,13 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 				// We received the original's answer: it has ended. Only lookup
 				// lag can still hide its effect.
 				e.meta.TrustAfter = now.Add(p.SettleDelay)
+			case vAmbiguous:
+				// The request may have reached the server as late as now (a
+				// slow dial, an intermediary that queued it), so its
+				// in-processing window is counted from now.
+				if t := now.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay); t.After(e.meta.TrustAfter) {
+					e.meta.TrustAfter = t
+				}
 			case vInProgress:
 				// A request with this key is running now; it ends at most one
 				// processing window from now, and began at most one window ago
@@ -467,7 +510,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			}
 			e.rec.State = keystore.StateUnknown
 			if apiErr != nil {
-				e.rec.Error = oneLine(apiErr.Error())
+				e.rec.Error = storedReason(apiErr)
 			} else if err != nil {
 				e.rec.Error = oneLine(err.Error())
 			}
@@ -483,8 +526,21 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 type storedFailure struct {
 	Status    int    `json:"status"`
 	Code      string `json:"code,omitempty"`
-	Message   string `json:"message,omitempty"`
+	Message   string `json:"message,omitempty"` // only messages the SDK wrote itself
 	RequestID string `json:"request_id,omitempty"`
+}
+
+// storedReason is the one-line reason kept in the store for an API answer:
+// status and code, never the API's free text.
+func storedReason(e *APIError) string {
+	r := fmt.Sprintf("API answered %d", e.StatusCode)
+	if e.Code != "" {
+		r += " " + e.Code
+	}
+	if !e.FromAPI {
+		r += " (not the API's body)"
+	}
+	return r
 }
 
 func (e *exec) succeed(ctx context.Context, ref string, result []byte, src Source) (*settled, error) {
@@ -534,7 +590,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			return nil, e.unknownErr("context ended while settling", ctx.Err())
 		}
 		if err := e.renew(ctx); err != nil {
-			return nil, err
+			// The attempt was ambiguous: whatever happened to our lease or
+			// store, the outcome is what is unknown.
+			return nil, e.unknownErr("could not hold the operation while settling it", err)
 		}
 		lo, err := c.lookup(ctx, e.s.kind, e.meta, e.rec)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: err})
@@ -543,6 +601,11 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			case lookupSucceeded:
 				return e.succeed(ctx, lo.ref, lo.result, SourceLookup)
 			case lookupFailed:
+				if c.clock.Now().Before(e.meta.TrustAfter) && wait {
+					// A decline is final only once our own request must have
+					// ended: until then a success of ours may still appear.
+					break
+				}
 				e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, lo.ref, lo.reason
 				e.rec.Result = mustJSON(storedFailure{Status: http.StatusPaymentRequired, Code: "declined", Message: lo.reason})
 				_ = e.save(ctx)
@@ -558,6 +621,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			case lookupNotFound:
 				now := c.clock.Now()
 				if !now.Before(e.meta.TrustAfter) {
+					if e.saw2xx {
+						return nil, e.unknownErr("the API answered 2xx in a shape the SDK could not verify, and no matching effect was found; inspect the sale by its reference", nil)
+					}
 					if !resend {
 						return e.settleNotExecuted(ctx)
 					}

@@ -78,6 +78,12 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		e.meta.TrustAfter = rec.LastSentAt.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
 	}
 	_, serr := e.settle(ctx, false, wait)
+	if !wait && !e.rec.State.Settled() {
+		// Touch the unsettled record so it moves behind newer ones in
+		// List's oldest-first order: ResumeAll then reaches every operation
+		// even when hundreds stay unsettled.
+		_ = e.save(ctx)
+	}
 	out := &ResumeResult{OperationID: opID, Key: e.rec.Key, State: e.rec.State, Ref: e.rec.ResultRef, Attempts: e.rec.Attempts}
 	if serr != nil {
 		switch {
