@@ -3,7 +3,6 @@ package pagpolar
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -183,15 +182,6 @@ var routes = []route{
 		}},
 }
 
-func findRoute(name string) route {
-	for _, r := range routes {
-		if r.name == name {
-			return r
-		}
-	}
-	panic("no route " + name)
-}
-
 // faultRef is the Fault.ExternalReference that targets a route's call.
 func faultRef(r route, state any, ref string) string {
 	switch r.name {
@@ -233,8 +223,6 @@ func mustState(t *testing.T, f *fixture, c *Client, opID string, want keystore.S
 
 func isUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
 
-var _ = fmt.Sprint
-var _ = strings.Contains
 
 func containsFold(s, sub string) bool {
 	return sub != "" && strings.Contains(strings.ToLower(s), strings.ToLower(sub))
