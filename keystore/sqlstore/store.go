@@ -122,14 +122,17 @@ func detectDialect(db *sql.DB) (Dialect, bool) {
 
 // New returns a Store on the caller's own database, so that the records can
 // live beside the caller's orders. The caller keeps ownership of db: Close
-// stops the Store but does not close db.
+// stops the Store (and its writer goroutine) but does not close db. The
+// Store's writes are its own transactions: they cannot join one of the
+// caller's.
 //
 // The dialect is detected from the driver (modernc.org/sqlite, pgx stdlib)
 // or given with WithDialect. For SQLite, each write batch runs on one
 // connection of db with PRAGMA synchronous=FULL and busy_timeout set on it
 // (they stay set on that connection), and Migrate switches the database file
 // to WAL; db must allow at least one connection besides those the caller
-// keeps busy.
+// keeps busy. For PostgreSQL through pgx, concurrent writes are pipelined on
+// one connection of db at a time (see the package documentation).
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqlstore: nil *sql.DB")
