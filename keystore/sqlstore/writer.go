@@ -25,8 +25,8 @@ type writer struct {
 	// pragmas run on the batch's connection before BEGIN, when the Store
 	// does not own the connection's DSN (New with the caller's db).
 	pragmas []string
-	// keep holds one connection (and its prepared statements) across
-	// batches: the Store owns db and it has that one connection only. With
+	// keep holds one connection across batches: the Store owns db and it
+	// has that one connection only. With
 	// the caller's db, each batch borrows a connection and gives it back.
 	keep bool
 	conn *sql.Conn // the kept connection; only the writer goroutine uses it
@@ -45,7 +45,8 @@ type writer struct {
 // time now (ms), changing that view; the batch writes the changed rows once
 // at its end. It runs no SQL: SQLite parses every statement anew (the driver
 // keeps no prepared statements), which costs more than running it, so a
-// batch runs one SELECT for all its rows and one upsert for all its changes.
+// batch reads its rows with a few SELECTs and writes each changed row once,
+// with the smallest statement for the change (see view).
 type op func(v *view, now int64) result
 
 type result struct {

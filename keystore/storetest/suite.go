@@ -39,14 +39,11 @@ const (
 	precision = time.Millisecond
 )
 
-// NewStore returns a fresh, empty store, isolated from every other store the
-// suite asks for (its own file, table, key prefix...), and registers its
-// clean-up with t.Cleanup. The suite runs subtests in parallel, so NewStore
-// must be safe to call from several goroutines.
-type NewStore func(t *testing.T) keystore.Store
-
 // Run runs the whole conformance suite against the stores newStore returns,
-// each subtest on a fresh store.
+// each subtest on a fresh store. newStore must return an empty store,
+// isolated from every other store the suite asks for (its own file, table,
+// key prefix...), and register its clean-up with t.Cleanup. The subtests run
+// in parallel, so newStore must be safe to call from several goroutines.
 func Run(t *testing.T, newStore func(t *testing.T) keystore.Store) {
 	t.Helper()
 	cases := []struct {
