@@ -25,6 +25,7 @@ var commands = map[string]commandFunc{
 	"demo":   runDemo,
 	"chaos":  runChaos,
 	"worker": runWorker, // hidden: the process chaos starts and kills
+	"ops":    runOps,
 }
 
 // summaries is the one-line description `pagpolar help` prints.
@@ -32,6 +33,7 @@ var summaries = map[string]string{
 	"sim":   "run the fake PagPolar API on 127.0.0.1 with injected faults",
 	"demo":  "run orders through the SDK against the in-process fake with faults, check its ledger",
 	"chaos": "the demo across worker processes sharing one store, SIGKILLed and restarted",
+	"ops":   "operator's view of a key store and a webhook inbox: list, show, settle, reap, inbox",
 }
 
 func main() {
