@@ -220,6 +220,7 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	case err == nil:
 		fresh = true
 		e.rec = created
+		e.leaseAt = now
 	case errors.Is(err, keystore.ErrExists):
 		if !sameFingerprint(created.Fingerprint, s.fp) {
 			return nil, &OperationError{OperationID: s.id, Key: created.Key, State: string(created.State),
@@ -236,6 +237,7 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 			return c.fromRecord(s.id, got)
 		}
 		e.rec = got
+		e.leaseAt = c.clock.Now()
 		if err := json.Unmarshal(got.Meta, &e.meta); err != nil {
 			return nil, fmt.Errorf("pagpolar: operation %q: corrupt record meta: %w", s.id, err)
 		}
@@ -286,9 +288,17 @@ type exec struct {
 	lastReq string
 	owner   string // this call's lease owner
 	saw2xx  bool   // an unverifiable 2xx answered our key: never conclude "not executed"
+	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
 }
 
+// release gives the lease up when the call ends. A terminal record needs no
+// release: a worker waiting on it reads the outcome from the record even
+// while the lease is held, so the write is saved (it is one of three per
+// charge on a durable store).
 func (e *exec) release() {
+	if e.rec.State.Terminal() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = e.c.store.Release(ctx, e.rec.OperationID, e.rec.LeaseToken)
@@ -316,8 +326,21 @@ func (e *exec) save(ctx context.Context) error {
 	return nil
 }
 
-// renew checks and extends the lease before a send or a lookup (SAFETY rule 9).
+// renewIfAged extends the lease once a quarter of its TTL has passed since
+// this call last obtained it. A younger lease cannot have expired (that
+// would take a store clock running far ahead of ours), so the store write is
+// skipped; before a resend the fencing check itself is the save's Update,
+// which succeeds only with the current, unexpired lease (SAFETY rule 9).
+func (e *exec) renewIfAged(ctx context.Context) error {
+	if !e.leaseAt.IsZero() && e.c.clock.Now().Sub(e.leaseAt) < e.c.policy.LeaseTTL/4 {
+		return nil
+	}
+	return e.renew(ctx)
+}
+
+// renew checks and extends the lease (SAFETY rule 9).
 func (e *exec) renew(ctx context.Context) error {
+	now := e.c.clock.Now()
 	got, err := e.c.store.Renew(ctx, e.rec.OperationID, e.rec.LeaseToken, e.c.policy.LeaseTTL)
 	if err != nil {
 		if errors.Is(err, keystore.ErrLeaseLost) {
@@ -327,6 +350,7 @@ func (e *exec) renew(ctx context.Context) error {
 	}
 	e.rec.LeaseExpiresAt = got.LeaseExpiresAt
 	e.rec.Version = got.Version
+	e.leaseAt = now
 	return nil
 }
 
@@ -358,9 +382,9 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			return nil, e.notExecuted(ctx, fmt.Errorf("token source: %w", terr))
 		}
 		if !mark {
-			// First attempt, counted at Create: check the lease too, the
-			// token fetch may have been slow.
-			if err := e.renew(ctx); err != nil {
+			// First attempt, counted at Create: the token fetch may have
+			// been slow enough to age the lease.
+			if err := e.renewIfAged(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -370,7 +394,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 				_ = e.save(ctx)
 				return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: ErrOperationTooOld}
 			}
-			if err := e.renew(ctx); err != nil {
+			if err := e.renewIfAged(ctx); err != nil {
 				return nil, err
 			}
 			now := c.clock.Now()
@@ -589,7 +613,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		if ctx.Err() != nil {
 			return nil, e.unknownErr("context ended while settling", ctx.Err())
 		}
-		if err := e.renew(ctx); err != nil {
+		if err := e.renewIfAged(ctx); err != nil {
 			// The attempt was ambiguous: whatever happened to our lease or
 			// store, the outcome is what is unknown.
 			return nil, e.unknownErr("could not hold the operation while settling it", err)

@@ -127,12 +127,17 @@ func (s *failingRenewStore) Renew(ctx context.Context, id string, tok int64, ttl
 func TestReviewRegression_SettleStoreErrorIsNotOutcomeUnknown(t *testing.T) {
 	f := newFixture(t, nil)
 	st := &failingRenewStore{Memory: keystore.NewMemoryWithClock(f.srv.Clock)}
-	c := f.client(t, WithStore(st), WithHook(func(ctx context.Context, e Event) {
+	// A lease short enough that the settle loop must renew it while the
+	// lookups keep failing; the renewal then meets the broken store.
+	pol := testPolicy()
+	pol.LeaseTTL = 2100 * time.Millisecond
+	c := f.client(t, WithStore(st), WithRetryPolicy(pol), WithHook(func(ctx context.Context, e Event) {
 		if e.Kind == EventSent {
 			st.armed.Store(true)
 		}
 	}))
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 	_, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-renew", Customer: goodCustomer})
 	t.Logf("err: %v", err)
 	if !isUnknown(err) {
