@@ -223,7 +223,6 @@ func mustState(t *testing.T, f *fixture, c *Client, opID string, want keystore.S
 
 func isUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
 
-
 func containsFold(s, sub string) bool {
 	return sub != "" && strings.Contains(strings.ToLower(s), strings.ToLower(sub))
 }

@@ -286,8 +286,8 @@ type exec struct {
 	meta    opMeta
 	retries int // resends this call decided
 	lastReq string
-	owner   string // this call's lease owner
-	saw2xx  bool   // an unverifiable 2xx answered our key: never conclude "not executed"
+	owner   string    // this call's lease owner
+	saw2xx  bool      // an unverifiable 2xx answered our key: never conclude "not executed"
 	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
 }
 
