@@ -12,10 +12,12 @@ import (
 // is answered from its record rather than charged again by a late retry.
 const DefaultRetention = 30 * 24 * time.Hour
 
-// MinRetention is the shortest retention Reap accepts. Within the server's
-// 24 h window a removed record would turn a retry of a finished operation
-// into a new record, and, with random keys, into a new charge.
-const MinRetention = 24 * time.Hour
+// MinRetention is the shortest retention Reap accepts. Once a record is
+// removed, a late retry of its operation (a redelivered job, a replayed
+// queue) is sent again; within the server's 24 h window it may be replayed,
+// after it it is a new charge. A week bounds that risk to retries older than
+// any sane job queue keeps.
+const MinRetention = 7 * 24 * time.Hour
 
 // Reap removes the records of s that are Terminal (succeeded, failed) and
 // were last updated more than retention before now, in batches of at most
