@@ -22,8 +22,8 @@ type RefundLister interface {
 	ListRefunds(ctx context.Context, saleIdentifier string) ([]Refund, error)
 }
 
-// API is the part of the PagPolar client the helpers below use; the SDK's
-// client implements it.
+// API is the part of the PagPolar client the helpers below use;
+// FromClient adapts the SDK's *pagpolar.Client to it.
 type API interface {
 	SaleGetter
 	SubscriptionGetter

@@ -105,7 +105,7 @@ func (c *config) fromEnv() error {
 		if err != nil {
 			return err
 		}
-		c.api = clientAPI{client}
+		c.api = webhook.FromClient(client)
 	}
 	return nil
 }
@@ -272,38 +272,6 @@ func (a *app) refundRequest(ctx context.Context, ev *webhook.Event) error {
 func (a *app) other(_ context.Context, ev *webhook.Event) error {
 	a.log.Info("event", "event", ev.Name, "key", ev.Key)
 	return nil
-}
-
-// clientAPI adapts the SDK client to the reads the webhook helpers make.
-type clientAPI struct{ c *pagpolar.Client }
-
-func (a clientAPI) GetSale(ctx context.Context, id string) (webhook.Sale, error) {
-	s, err := a.c.Payments.GetSale(ctx, id)
-	if err != nil {
-		return webhook.Sale{}, err
-	}
-	return webhook.Sale{Identifier: s.ID, Status: s.Status, ExternalReference: s.ExternalReference,
-		PaymentMethod: s.PaymentMethod, Amount: s.Amount, RefundedAmount: s.RefundedAmount}, nil
-}
-
-func (a clientAPI) GetSubscription(ctx context.Context, id string) (webhook.Subscription, error) {
-	s, err := a.c.Subscriptions.Get(ctx, id)
-	if err != nil {
-		return webhook.Subscription{}, err
-	}
-	return webhook.Subscription{ID: s.ID, Status: s.Status, ExternalReference: s.ExternalReference, NextBillingAt: s.NextBillingAt}, nil
-}
-
-func (a clientAPI) ListRefunds(ctx context.Context, saleID string) ([]webhook.Refund, error) {
-	rs, err := a.c.Refunds.ListBySale(ctx, saleID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]webhook.Refund, len(rs))
-	for i, r := range rs {
-		out[i] = webhook.Refund{Identifier: r.ID, SaleIdentifier: r.SaleID, Amount: r.Amount, Status: r.Status}
-	}
-	return out, nil
 }
 
 // ops opens the inbox for an operator command.
