@@ -36,7 +36,7 @@ stored), are restarted, and re-issue their unfinished orders with the same
 operation IDs. At the end this process runs ResumeAll, re-issues what is still
 open, and checks the ledger. Exits 1 if any operation got two effects or none.
 
-Big run (documented in the README; a few minutes):
+Big run (about ten minutes on a 2-core machine):
   pagpolar chaos -store postgres://... -workers 3 -orders 20000 -kill-every 3s
   pagpolar chaos -store redis://...    -workers 3 -orders 20000 -kill-every 3s
 
@@ -201,7 +201,7 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*report.Rep
 	}
 	defer srv.Close()
 
-	storeURL, cleanup, err := demoStoreURL(cfg.store)
+	storeURL, cleanup, err := scenarioStoreURL(cfg.store)
 	if err != nil {
 		return nil, err
 	}

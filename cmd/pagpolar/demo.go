@@ -32,7 +32,9 @@ Runs orders through the SDK against the fake PagPolar API, started in this
 process with a seeded mix of every fault kind and the in-processing window
 shortened on both sides (so ambiguity settles in seconds, not minutes). Then
 settles what is left unknown, checks the fake's ledger and prints a report.
-Exits 1 if any operation got two effects or none.
+Exits 1 if any operation got two effects or none. With -store, the run's
+records stay in that store under the fake's fresh credential ID (the reaper
+removes them after the retention period).
 
 flags:
 `
@@ -128,7 +130,7 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	}
 	defer srv.Close()
 
-	storeURL, cleanup, err := demoStoreURL(cfg.store)
+	storeURL, cleanup, err := scenarioStoreURL(cfg.store)
 	if err != nil {
 		return nil, err
 	}
@@ -189,13 +191,13 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	return rep, nil
 }
 
-// demoStoreURL returns the store URL to use: the given one, or a SQLite
+// scenarioStoreURL returns the store URL to use: the given one, or a SQLite
 // file in a new temporary directory that cleanup removes.
-func demoStoreURL(given string) (u string, cleanup func(), err error) {
+func scenarioStoreURL(given string) (u string, cleanup func(), err error) {
 	if given != "" {
 		return given, func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "pagpolar-demo-")
+	dir, err := os.MkdirTemp("", "pagpolar-keys-")
 	if err != nil {
 		return "", nil, fmt.Errorf("temporary directory for the SQLite store: %w", err)
 	}
