@@ -55,7 +55,7 @@ func openInbox(ctx context.Context, raw string) (webhook.Store, func() error, er
 		}
 		return s, s.Close, nil
 	}
-	return nil, nil, fmt.Errorf("unsupported inbox store URL %q: want sqlite:PATH, postgres://... or redis://...", redactURL(raw))
+	return nil, nil, fmt.Errorf("unsupported inbox store URL %q (want sqlite:PATH, postgres:// or redis://)", redactURL(raw))
 }
 
 func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int {
