@@ -164,7 +164,7 @@ func classify(r *response, err error, fromAPI bool) (verdict, string) {
 type lookupOutcome struct {
 	kind   lookupKind
 	ref    string
-	result []byte
+	value  any // the typed result (Sale, Refund, ...) when found
 	reason string
 }
 
@@ -180,8 +180,9 @@ const (
 
 // settled is what run returns: the final record and how it was obtained.
 type settled struct {
-	rec keystore.Record
-	op  Operation
+	rec   keystore.Record
+	op    Operation
+	value any // the typed result when this call obtained it (nil: decode rec.Result)
 }
 
 // run executes one operation under SAFETY.md. It returns the settled record
@@ -567,15 +568,15 @@ func storedReason(e *APIError) string {
 	return r
 }
 
-func (e *exec) succeed(ctx context.Context, ref string, result []byte, src Source) (*settled, error) {
-	e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = keystore.StateSucceeded, ref, result, ""
+func (e *exec) succeed(ctx context.Context, ref string, value any, src Source) (*settled, error) {
+	e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = keystore.StateSucceeded, ref, mustJSON(value), ""
 	if err := e.save(ctx); err != nil {
 		// The effect exists and is ours; the caller must know. The record is
 		// left pending/unknown and a later call settles it by lookup/replay.
 		e.c.log.WarnContext(ctx, "pagpolar: succeeded but could not record it", "op", e.s.id, "err", err)
 	}
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateSucceeded), Source: src})
-	return &settled{rec: e.rec, op: e.op(src)}, nil
+	return &settled{rec: e.rec, op: e.op(src), value: value}, nil
 }
 
 func (e *exec) notExecuted(ctx context.Context, cause error) error {
@@ -623,7 +624,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		if err == nil {
 			switch lo.kind {
 			case lookupSucceeded:
-				return e.succeed(ctx, lo.ref, lo.result, SourceLookup)
+				return e.succeed(ctx, lo.ref, lo.value, SourceLookup)
 			case lookupFailed:
 				if c.clock.Now().Before(e.meta.TrustAfter) && wait {
 					// A decline is final only once our own request must have

@@ -114,7 +114,7 @@ func (c *Client) lookup(ctx context.Context, kind string, m opMeta, rec keystore
 			}
 			switch {
 			case saleCreated[s.Status]:
-				return lookupOutcome{kind: lookupSucceeded, ref: s.Identifier, result: mustJSON(saleFromWire(*s))}, nil
+				return lookupOutcome{kind: lookupSucceeded, ref: s.Identifier, value: saleFromWire(*s)}, nil
 			case saleRefused[s.Status]:
 				// Declines get no skew allowance: an earlier operation's decline
 				// must never settle this one.
@@ -151,7 +151,7 @@ func (c *Client) lookup(ctx context.Context, kind string, m opMeta, rec keystore
 				continue
 			}
 			if refundExists[r.Status] {
-				return lookupOutcome{kind: lookupSucceeded, ref: r.Identifier, result: mustJSON(refundFromWire(r))}, nil
+				return lookupOutcome{kind: lookupSucceeded, ref: r.Identifier, value: refundFromWire(r)}, nil
 			}
 			if r.Status == wire.RefundStatusFailed {
 				return lookupOutcome{kind: lookupFailed, ref: r.Identifier, reason: "refund " + r.Identifier + " failed"}, nil
@@ -181,7 +181,7 @@ func (c *Client) lookup(ctx context.Context, kind string, m opMeta, rec keystore
 				continue
 			}
 			if subCreated[s.Status] {
-				return lookupOutcome{kind: lookupSucceeded, ref: s.ID, result: mustJSON(subscriptionFromWire(s))}, nil
+				return lookupOutcome{kind: lookupSucceeded, ref: s.ID, value: subscriptionFromWire(s)}, nil
 			}
 			return lookupOutcome{kind: lookupUnclear, ref: "subscription " + s.ID, reason: fmt.Sprintf("subscription has status %q", s.Status)}, nil
 		}
@@ -203,7 +203,7 @@ func (c *Client) lookup(ctx context.Context, kind string, m opMeta, rec keystore
 				continue
 			}
 			if pc.Status == wire.PlanChangeStatusApplied {
-				return lookupOutcome{kind: lookupSucceeded, ref: pc.ID, result: mustJSON(planChangeFromWire(pc))}, nil
+				return lookupOutcome{kind: lookupSucceeded, ref: pc.ID, value: planChangeFromWire(pc)}, nil
 			}
 			return lookupOutcome{kind: lookupUnclear, ref: "plan change " + pc.ID, reason: fmt.Sprintf("plan change has status %q, which the SDK does not take for success", pc.Status)}, nil
 		}
@@ -266,7 +266,7 @@ func differs(got, want string) bool { return got != "" && got != want }
 // sent now, so a body for another reference, method, offer or amount is a
 // collision, never a success. A body missing what we check is not proof of
 // anything and is settled by lookup instead.
-func (c *Client) accept(kind string, m opMeta, body []byte) (string, []byte, *acceptError) {
+func (c *Client) accept(kind string, m opMeta, body []byte) (string, any, *acceptError) {
 	switch kind {
 	case kindPix, kindBoleto, kindCreditCard:
 		var s wire.Sale
@@ -280,7 +280,7 @@ func (c *Client) accept(kind string, m opMeta, body []byte) (string, []byte, *ac
 		if s.Identifier == "" || s.ExternalReference == "" || s.PaymentMethod == "" {
 			return "", nil, unverifiable("2xx sale lacks identifier, external_reference or payment_method")
 		}
-		return s.Identifier, mustJSON(saleFromWire(s)), nil
+		return s.Identifier, saleFromWire(s), nil
 	case kindRefund:
 		var r wire.Refund
 		if err := json.Unmarshal(body, &r); err != nil {
@@ -293,7 +293,7 @@ func (c *Client) accept(kind string, m opMeta, body []byte) (string, []byte, *ac
 		if r.Identifier == "" || r.SaleIdentifier == "" || r.Amount == 0 {
 			return "", nil, unverifiable("2xx refund lacks identifier, sale_identifier or amount")
 		}
-		return r.Identifier, mustJSON(refundFromWire(r)), nil
+		return r.Identifier, refundFromWire(r), nil
 	case kindSubscribe:
 		var s wire.Subscription
 		if err := json.Unmarshal(body, &s); err != nil {
@@ -306,7 +306,7 @@ func (c *Client) accept(kind string, m opMeta, body []byte) (string, []byte, *ac
 		if s.ID == "" || s.ExternalReference == "" || s.OfferIdentifier == "" {
 			return "", nil, unverifiable("2xx subscription lacks id, external_reference or offer_identifier")
 		}
-		return s.ID, mustJSON(subscriptionFromWire(s)), nil
+		return s.ID, subscriptionFromWire(s), nil
 	case kindPlanChange:
 		var pc wire.PlanChange
 		if err := json.Unmarshal(body, &pc); err != nil {
@@ -319,7 +319,7 @@ func (c *Client) accept(kind string, m opMeta, body []byte) (string, []byte, *ac
 		if pc.ID == "" || pc.OfferIdentifier == "" {
 			return "", nil, unverifiable("2xx plan change lacks id or offer_identifier")
 		}
-		return pc.ID, mustJSON(planChangeFromWire(pc)), nil
+		return pc.ID, planChangeFromWire(pc), nil
 	}
 	return "", nil, unverifiable("unknown operation kind %q", kind)
 }

@@ -160,7 +160,7 @@ func (s *PaymentsService) charge(ctx context.Context, spec *opSpec) (*Charge, er
 	if err != nil {
 		return nil, err
 	}
-	sale, err := decodeResult[Sale](res.rec.Result)
+	sale, err := resultOf[Sale](res)
 	if err != nil {
 		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
 	}

@@ -57,7 +57,7 @@ func (s *RefundsService) Create(ctx context.Context, p RefundParams) (*RefundRes
 	if err != nil {
 		return nil, err
 	}
-	r, err := decodeResult[Refund](res.rec.Result)
+	r, err := resultOf[Refund](res)
 	if err != nil {
 		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
 	}

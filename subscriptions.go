@@ -74,7 +74,7 @@ func (s *SubscriptionsService) Subscribe(ctx context.Context, p SubscribeParams)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := decodeResult[Subscription](res.rec.Result)
+	sub, err := resultOf[Subscription](res)
 	if err != nil {
 		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
 	}
@@ -106,7 +106,7 @@ func (s *SubscriptionsService) ChangePlan(ctx context.Context, p ChangePlanParam
 	if err != nil {
 		return nil, err
 	}
-	pc, err := decodeResult[PlanChange](res.rec.Result)
+	pc, err := resultOf[PlanChange](res)
 	if err != nil {
 		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
 	}

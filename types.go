@@ -121,6 +121,15 @@ func wireCustomer(c Customer) wire.Customer {
 	return wire.Customer{Name: c.Name, Email: c.Email, Document: c.Document, Phone: c.Phone}
 }
 
+// resultOf returns the typed result of a settled operation: the value the
+// call obtained, or the one decoded from the stored record.
+func resultOf[T any](res *settled) (*T, error) {
+	if v, ok := res.value.(T); ok {
+		return &v, nil
+	}
+	return decodeResult[T](res.rec.Result)
+}
+
 func decodeResult[T any](b []byte) (*T, error) {
 	var v T
 	if err := json.Unmarshal(b, &v); err != nil {
