@@ -64,6 +64,20 @@ func (s *Store) pgApply(batch []*writeReq) ([]result, error) {
 	}
 	defer c.Close()
 	results := make([]result, len(batch))
+	// Waiting for a connection can outlast a caller's context: a write whose
+	// caller was already told it failed must not be applied after all.
+	live := order[:0]
+	for _, i := range order {
+		if err := checkCtx(batch[i].ctx); err != nil {
+			results[i] = result{err: err}
+			continue
+		}
+		live = append(live, i)
+	}
+	if len(live) == 0 {
+		return results, nil
+	}
+	order = live
 	err = c.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {

@@ -56,5 +56,6 @@ func OpenSQLite(path string, opts ...Option) (*Store, error) {
 	s.owned = []*sql.DB{wdb, rdb}
 	s.w = startWriter(wdb, s.q, c, false)
 	s.wdb = wdb
+	s.migrateDSN = dsn("journal_mode(WAL)", "synchronous(FULL)")
 	return s, nil
 }

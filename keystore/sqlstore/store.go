@@ -20,6 +20,7 @@ type Store struct {
 	table   string
 	db      *sql.DB // reads (and, for PostgreSQL, writes)
 	wdb     *sql.DB // SQLite writes and Migrate; db unless OpenSQLite split them
+	migrateDSN string // OpenSQLite: Migrate opens its own connection (the writer keeps wdb's only one)
 	owned   []*sql.DB
 	q       queries
 
@@ -173,16 +174,28 @@ func (s *Store) Table() string { return s.table }
 // creates or changes the schema. For SQLite it also switches the database to
 // WAL (a persistent property of the file).
 func (s *Store) Migrate(ctx context.Context) error {
+	db := s.wdb
+	if s.migrateDSN != "" {
+		// The writer goroutine holds the file's one write connection between
+		// batches; a second Migrate on a busy store would wait for it forever.
+		mdb, err := sql.Open("sqlite", s.migrateDSN)
+		if err != nil {
+			return unavailable("migrate: open", err)
+		}
+		defer mdb.Close()
+		mdb.SetMaxOpenConns(1)
+		db = mdb
+	}
 	if s.dialect == SQLite {
 		// WAL cannot be entered inside a transaction; it lets reads run
 		// beside the single writer.
 		var mode string
-		if err := s.wdb.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		if err := db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
 			return unavailable("migrate: journal_mode", err)
 		}
 	}
 	for _, stmt := range schema(s.dialect, s.table) {
-		if _, err := s.wdb.ExecContext(ctx, stmt); err != nil {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			if s.dialect == Postgres && isPGUniqueViolation(err) {
 				// Two processes creating the same table or index at once:
 				// IF NOT EXISTS is not atomic in PostgreSQL's catalog. The

@@ -121,7 +121,14 @@ func (w *writer) do(ctx context.Context, req *writeReq) result {
 	case r := <-req.out:
 		return r
 	case <-ctx.Done():
-		return result{err: checkCtx(ctx)}
+		// The answer may have arrived at the same moment: a committed write
+		// must not be reported as failed when it can be known.
+		select {
+		case r := <-req.out:
+			return r
+		default:
+			return result{err: checkCtx(ctx)}
+		}
 	}
 }
 

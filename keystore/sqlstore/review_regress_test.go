@@ -1,0 +1,64 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// Regression tests from a review of the stores; each failed before its fix.
+
+// A second Migrate on a store whose writer holds the file's one write
+// connection used to wait forever.
+func TestMigrateAgainAfterWrites(t *testing.T) {
+	s := newSQLite(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, keystore.Record{OperationID: "op-1", Key: "k", Kind: "pix"}, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Migrate(mctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	if _, err := s.Create(ctx, keystore.Record{OperationID: "op-2", Key: "k2", Kind: "pix"}, "w", time.Minute); err != nil {
+		t.Fatalf("write after the second Migrate: %v", err)
+	}
+}
+
+// A PostgreSQL write whose caller gave up while the batch waited for a pool
+// connection was applied anyway, after the caller had been told it failed.
+func TestPostgresWriteNotAppliedAfterCallerGaveUp(t *testing.T) {
+	dsn := postgresDSN(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() }) // after newPostgres's clean-up (LIFO)
+	db.SetMaxOpenConns(1)
+	s := newPostgres(t, db)
+	ctx := context.Background()
+	held, err := db.Conn(ctx) // the application holds the pool's only connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = s.Create(cctx, keystore.Record{OperationID: "op-late", Key: "k", Kind: "pix"}, "w", time.Minute)
+	cancel()
+	if !errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("Create with a starved pool: %v", err)
+	}
+	_ = held.Close()
+	// Give the writer time to get the connection and (wrongly) apply it.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := s.Get(ctx, "op-late"); err == nil {
+			t.Fatal("a write reported as failed was applied later")
+		}
+		time.Sleep(50 * time.Millisecond) // real time: the writer runs on it
+	}
+}
