@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Every error the SDK returns wraps at most a few of these;
@@ -144,7 +145,7 @@ type OutcomeUnknownError struct {
 	OperationID string
 	Key         string // the Idempotency-Key already sent
 	Reason      string // why it could not be settled yet
-	SettleAfter string // RFC 3339 time after which a not-found is trusted, if known
+	SettleAfter time.Time // after it a "not found" lookup is conclusive (zero if unknown): schedule the settling call then
 	Ref         string // an effect found but not understood (e.g. a sale with an unknown status)
 	Err         error  // the last underlying error, if any
 }
@@ -152,11 +153,14 @@ type OutcomeUnknownError struct {
 func (e *OutcomeUnknownError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pagpolar: outcome unknown for operation %q (key %s): %s", e.OperationID, e.Key, e.Reason)
+	if e.Err != nil {
+		fmt.Fprintf(&b, " (%s)", oneLine(e.Err.Error()))
+	}
 	if e.Ref != "" {
 		fmt.Fprintf(&b, "; found %s", e.Ref)
 	}
-	if e.SettleAfter != "" {
-		fmt.Fprintf(&b, "; a lookup is conclusive after %s", e.SettleAfter)
+	if !e.SettleAfter.IsZero() {
+		fmt.Fprintf(&b, "; a lookup is conclusive after %s", e.SettleAfter.UTC().Format(time.RFC3339))
 	}
 	b.WriteString("; settle with Client.Resume or by repeating the call with the same operation ID, never with a new one")
 	return b.String()

@@ -594,9 +594,7 @@ func (e *exec) unknown(reason string, err error) error {
 
 func (e *exec) unknownErr(reason string, err error) error {
 	u := &OutcomeUnknownError{OperationID: e.s.id, Key: e.rec.Key, Reason: reason, Err: err}
-	if !e.meta.TrustAfter.IsZero() {
-		u.SettleAfter = e.meta.TrustAfter.UTC().Format(time.RFC3339)
-	}
+	u.SettleAfter = e.meta.TrustAfter
 	return u
 }
 
@@ -666,11 +664,18 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			}
 		}
 		if !wait {
-			return nil, e.unknownErr("not found yet, but the original request may still commit", err)
+			if err != nil {
+				return nil, e.unknownErr("the lookup failed", err)
+			}
+			return nil, e.unknownErr("not found yet, but the original request may still commit", nil)
 		}
 		now := c.clock.Now()
 		if now.Sub(start) >= p.MaxSettleWait {
-			return nil, e.unknownErr(fmt.Sprintf("still unsettled after waiting %s", p.MaxSettleWait), err)
+			reason := fmt.Sprintf("still unsettled after waiting %s", p.MaxSettleWait)
+			if err != nil {
+				reason += "; the last lookup failed"
+			}
+			return nil, e.unknownErr(reason, err)
 		}
 		w := p.LookupInterval
 		if err == nil {
@@ -680,6 +685,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		}
 		c.emit(ctx, Event{Kind: EventWait, OperationID: e.s.id, Key: e.rec.Key, Wait: w, Cause: "settle"})
 		if serr := sleep(ctx, c.clock, w); serr != nil {
+			if err != nil {
+				return nil, e.unknownErr("context ended while settling; the last lookup failed", errors.Join(serr, err))
+			}
 			return nil, e.unknownErr("context ended while settling", serr)
 		}
 	}

@@ -54,8 +54,9 @@ type RetryPolicy struct {
 	MaxSettleWait time.Duration
 
 	// LeaseTTL is how long a worker's claim on an operation lasts without
-	// renewal. It must exceed AttemptTimeout plus the longest wait. Default
-	// AttemptTimeout + 30 s.
+	// renewal. It must exceed AttemptTimeout plus MaxRetryAfter. Default
+	// AttemptTimeout + MaxRetryAfter + 30 s (90 s). It is also how long a
+	// restarted process waits before it can settle what a crashed one held.
 	LeaseTTL time.Duration
 
 	// LeaseWaitInterval is how often a worker that finds the operation
@@ -126,7 +127,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.MaxSettleWait = p.ProcessingWindow + p.WindowMargin + p.SettleDelay + 10*time.Second
 	}
 	if p.LeaseTTL <= 0 {
-		p.LeaseTTL = p.AttemptTimeout + 30*time.Second
+		// Longer than one attempt plus the longest wait before the next
+		// lease check, with room to spare (rule 9).
+		p.LeaseTTL = p.AttemptTimeout + p.MaxRetryAfter + 30*time.Second
 	}
 	if p.LeaseWaitInterval <= 0 {
 		p.LeaseWaitInterval = d.LeaseWaitInterval

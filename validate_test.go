@@ -159,6 +159,15 @@ func TestNewClientValidation(t *testing.T) {
 	if _, err := NewClient("c", StaticToken("t"), WithFingerprintSecret([]byte("short"))); err == nil {
 		t.Fatal("short fingerprint secret accepted")
 	}
+	// The defaults, and any policy that leaves LeaseTTL to them, are valid.
+	for _, p := range []RetryPolicy{{}, DefaultRetryPolicy, {MaxAttempts: 3}, {ProcessingWindow: 5 * time.Second}, {AttemptTimeout: time.Minute}} {
+		if _, err := NewClient("c", StaticToken("t"), WithRetryPolicy(p)); err != nil {
+			t.Fatalf("WithRetryPolicy(%+v): %v", p, err)
+		}
+	}
+	if _, err := NewClient("c", StaticToken("t"), WithRetryPolicy(RetryPolicy{AttemptTimeout: time.Minute, LeaseTTL: time.Minute})); !errors.Is(err, ErrValidation) {
+		t.Fatalf("a lease no longer than an attempt was accepted: %v", err)
+	}
 }
 
 func TestDerivedKeysAreStableAndScopedByCredential(t *testing.T) {

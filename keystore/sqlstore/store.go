@@ -16,13 +16,13 @@ import (
 // Store is a keystore.Store on a SQL database. Create one with New, OpenSQLite
 // or OpenPostgres, run Migrate once, and Close it when done.
 type Store struct {
-	dialect Dialect
-	table   string
-	db      *sql.DB // reads (and, for PostgreSQL, writes)
-	wdb     *sql.DB // SQLite writes and Migrate; db unless OpenSQLite split them
-	migrateDSN string // OpenSQLite: Migrate opens its own connection (the writer keeps wdb's only one)
-	owned   []*sql.DB
-	q       queries
+	dialect    Dialect
+	table      string
+	db         *sql.DB // reads (and, for PostgreSQL, writes)
+	wdb        *sql.DB // SQLite writes and Migrate; db unless OpenSQLite split them
+	migrateDSN string  // OpenSQLite: Migrate opens its own connection (the writer keeps wdb's only one)
+	owned      []*sql.DB
+	q          queries
 
 	w *writer // SQLite only: the group-commit writer
 
