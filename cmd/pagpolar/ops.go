@@ -17,12 +17,12 @@ import (
 	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
 )
 
-const opsUsage = `usage: pagpolar ops <command> -store URL [flags]
+const opsUsage = `usage: pagpolar ops <command> -store URL [flags] [ID]     (flags before the ID)
 
 The operator's view of a key store (sqlite:PATH, postgres://..., redis://...).
 
 commands:
-  list    list operations by state and age      [-state pending,unknown] [-older-than 10m] [-prefix P] [-limit 100]
+  list    list operations by state and age      [-state S1,S2 (default: all)] [-older-than 10m] [-prefix P] [-limit 100]
   show    show one operation                    ID (as listed: <credential>/<operation>)
   settle  settle unfinished operations by lookup, never charging
                                                 [ID | -all] -credential ID [-base-url URL]; token from $PAGPOLAR_TOKEN
@@ -30,7 +30,11 @@ commands:
   inbox   the webhook inbox: list, show, retry  (pagpolar ops inbox -h)
 
 Every command takes -json for machine-readable output. Records never hold a
-token, card data or a personal document.`
+token, card data or a personal document.
+
+exit codes: 0 done; 1 store or API error; 2 bad usage; 3 no such operation;
+4 (settle) some operations are still unsettled: run it again after the
+"conclusive after" time it prints.`
 
 // runOps is the `pagpolar ops` command.
 func runOps(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -210,8 +214,12 @@ func view(r keystore.Record) opView {
 	if !r.LastSentAt.IsZero() {
 		v.LastSentAt = &r.LastSentAt
 	}
-	if r.LeaseOwner != "" && !r.LeaseExpiresAt.IsZero() {
+	// A settled record's lease means nothing (the SDK does not spend a
+	// write releasing it), so it is only shown on unfinished ones.
+	if r.LeaseOwner != "" && !r.LeaseExpiresAt.IsZero() && !r.State.Settled() {
 		v.LeaseExpiresAt = &r.LeaseExpiresAt
+	} else {
+		v.LeaseOwner = ""
 	}
 	if json.Valid(r.Meta) {
 		v.Meta = r.Meta

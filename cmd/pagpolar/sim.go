@@ -276,7 +276,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	// NAME=value lines, easy to read from any language.
-	fmt.Fprintf(stdout, "PAGPOLAR_URL=%s\nPAGPOLAR_CREDENTIAL_ID=%s\nPAGPOLAR_TOKEN=%s\n", s.URL, s.CredentialID, s.Token)
+	// PAGPOLAR_BASE_URL is the name the examples and `pagpolar ops settle`
+	// read; PAGPOLAR_URL is kept for scripts written against earlier output.
+	fmt.Fprintf(stdout, "PAGPOLAR_URL=%s\nPAGPOLAR_BASE_URL=%s\nPAGPOLAR_CREDENTIAL_ID=%s\nPAGPOLAR_TOKEN=%s\n", s.URL, s.URL, s.CredentialID, s.Token)
+	fmt.Fprintln(stdout, "PAGPOLAR_OFFERS=offer-basic:9990,offer-premium:19990,plan-basic:2990,plan-pro:5990")
 	for i := 1; i <= cfg.tokens; i++ {
 		fmt.Fprintf(stdout, "PAGPOLAR_TOKEN_%d=%s\n", i, s.AddToken(s.CredentialID))
 	}

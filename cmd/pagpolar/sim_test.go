@@ -100,6 +100,9 @@ const simPix = `{"offer_identifier":"offer-basic","external_reference":"order-1"
 func TestSimServes(t *testing.T) {
 	vars, stderr, stop := startSim(t, "-addr", "127.0.0.1:0", "-tokens", "2", "-credentials", "1", "-v")
 	url := vars["PAGPOLAR_URL"]
+	if vars["PAGPOLAR_BASE_URL"] != url || vars["PAGPOLAR_OFFERS"] == "" {
+		t.Fatalf("sim must print PAGPOLAR_BASE_URL (= %q) and PAGPOLAR_OFFERS: %v", url, vars)
+	}
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/v1") || vars["PAGPOLAR_CREDENTIAL_ID"] == "" {
 		t.Fatalf("printed %v", vars)
 	}
