@@ -32,7 +32,7 @@
 // operations left by a crash without ever charging.
 //
 // The rules are written out in SAFETY.md and the API's behaviour in
-// CONTRACT.md (both in the repository's shared folder); each rule has a test
+// CONTRACT.md (both in the repository's docs folder); each rule has a test
 // named after it.
 //
 // # Limits
