@@ -143,11 +143,11 @@ func (e *ValidationError) Unwrap() error { return ErrValidation }
 // params again; never with a new operation ID, which could charge twice.
 type OutcomeUnknownError struct {
 	OperationID string
-	Key         string // the Idempotency-Key already sent
-	Reason      string // why it could not be settled yet
+	Key         string    // the Idempotency-Key already sent
+	Reason      string    // why it could not be settled yet
 	SettleAfter time.Time // after it a "not found" lookup is conclusive (zero if unknown): schedule the settling call then
-	Ref         string // an effect found but not understood (e.g. a sale with an unknown status)
-	Err         error  // the last underlying error, if any
+	Ref         string    // an effect found but not understood (e.g. a sale with an unknown status)
+	Err         error     // the last underlying error, if any
 }
 
 func (e *OutcomeUnknownError) Error() string {
