@@ -77,6 +77,14 @@ func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) {
 		log.DebugContext(ctx, "redisstore: cannot read Redis persistence settings; durability unknown", slog.Any("error", err))
 		return
 	}
+	// An eviction policy over all keys lets Redis drop a pending record
+	// under memory pressure; the operation could then be created (and
+	// charged) again. volatile-* policies only evict keys with a TTL, which
+	// this store sets on terminal records alone.
+	if policy, perr := get("maxmemory-policy"); perr == nil && strings.HasPrefix(policy, "allkeys-") {
+		log.WarnContext(ctx, "redisstore: maxmemory-policy "+policy+" can evict unfinished idempotency records, after which an operation may be charged twice; use noeviction or a volatile-* policy",
+			slog.String("maxmemory-policy", policy))
+	}
 	switch {
 	case aof != "yes" && strings.TrimSpace(save) == "":
 		log.WarnContext(ctx, "redisstore: Redis keeps nothing on disk (appendonly no, save \"\"): a restart forgets every idempotency record, and an operation may then be charged twice; set appendonly yes",

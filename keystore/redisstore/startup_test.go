@@ -237,3 +237,23 @@ func TestWaitNotConfirmed(t *testing.T) {
 		t.Fatalf("Release: %v", err)
 	}
 }
+
+// TestStartupWarnsOnAllKeysEviction: an allkeys-* eviction policy can drop
+// unfinished records, and New must say so. (maxmemory stays 0 on this test
+// server, so the policy never actually evicts while the test runs.)
+func TestStartupWarnsOnAllKeysEviction(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	old := configValue(t, c, "maxmemory-policy")
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Skipf("CONFIG SET maxmemory-policy refused: %v", err)
+	}
+	t.Cleanup(func() { _ = c.ConfigSet(context.Background(), "maxmemory-policy", old).Err() })
+	var logs logBuffer
+	if _, err := New(c, WithPrefix(testPrefix(t, c)), WithLogger(logs.logger())); err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "maxmemory-policy allkeys-lru can evict") {
+		t.Fatalf("no eviction warning:\n%s", out)
+	}
+}
