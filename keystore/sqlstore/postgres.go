@@ -32,7 +32,9 @@ func OpenPostgres(dsn string, opts ...Option) (*Store, error) {
 	}
 	s := newStore(c, db)
 	s.owned = []*sql.DB{db}
-	s.startPGWriter(c)
+	if c.maxBatch > 1 { // WithMaxBatch(1): each write its own statement on the pool, as New does
+		s.startPGWriter(c)
+	}
 	return s, nil
 }
 

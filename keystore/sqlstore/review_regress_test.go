@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 )
 
 // Regression tests from a review of the stores; each failed before its fix.
@@ -61,4 +62,60 @@ func TestPostgresWriteNotAppliedAfterCallerGaveUp(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // real time: the writer runs on it
 	}
+}
+
+// OpenPostgres ignored WithMaxBatch(1) and still serialised every write
+// through the batch writer; with it, writes run on the pool and the
+// conformance suite still holds.
+func TestOpenPostgresUnbatched(t *testing.T) {
+	dsn := postgresDSN(t)
+	table := "pagpolar_test_" + randomSuffix(t)
+	s, err := sqlstore.OpenPostgres(dsn, sqlstore.WithMaxBatch(1), sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", dsn)
+		if err == nil {
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + table)
+			_ = db.Close()
+		}
+		_ = s.Close()
+	})
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two writes held up by one row lock must not hold each other up: with
+	// the batch writer the second would wait for the first's lock.
+	if _, err := s.Create(ctx, keystore.Record{OperationID: "a", Key: "k", Kind: "pix"}, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE operation_id = 'a' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 1)
+	go func() {
+		bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err := s.Acquire(bctx, "a", "w2", time.Minute) // waits for the row lock
+		blocked <- err
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := s.Create(cctx, keystore.Record{OperationID: "b", Key: "k2", Kind: "pix"}, "w", time.Minute); err != nil {
+		t.Fatalf("a write to another row waited behind a locked one: %v", err)
+	}
+	_ = tx.Rollback()
+	<-blocked
 }
