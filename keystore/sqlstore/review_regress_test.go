@@ -108,9 +108,24 @@ func TestOpenPostgresUnbatched(t *testing.T) {
 	go func() {
 		bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		_, err := s.Acquire(bctx, "a", "w2", time.Minute) // waits for the row lock
+		_, err := s.Renew(bctx, "a", 1, time.Minute) // matches the row, so it waits for the row lock
 		blocked <- err
 	}()
+	// Wait until the Acquire is really waiting on the row lock.
+	waiting := false
+	for i := 0; i < 100 && !waiting; i++ {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%'||$1||'%'`, table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		waiting = n > 0
+		if !waiting {
+			time.Sleep(20 * time.Millisecond) // real time: PostgreSQL's lock wait is the subject
+		}
+	}
+	if !waiting {
+		t.Fatal("the Acquire never waited on the row lock")
+	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := s.Create(cctx, keystore.Record{OperationID: "b", Key: "k2", Kind: "pix"}, "w", time.Minute); err != nil {
