@@ -656,3 +656,81 @@ func TestKnownExposure_ServerProcessingPastWindow(t *testing.T) {
 	}
 	t.Logf("exposure reproduced: a hold of 800ms past a 300ms window gives 2 sales for one operation")
 }
+
+// TestSafetyRule5_PendingRecordLeftByCrash_EveryRoute: on every money route,
+// a process that dies after sending and before storing the answer leaves a
+// pending record; the next call settles it by lookup, with no second request
+// and one effect.
+func TestSafetyRule5_PendingRecordLeftByCrash_EveryRoute(t *testing.T) {
+	for _, r := range routes {
+		r := r
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			var state any
+			if r.setup != nil {
+				state = r.setup(t, f)
+			}
+			before := f.successful(r.effect)
+			crashed := f.client(t, WithStore(f.store), WithHook(func(ctx context.Context, e Event) {
+				if e.Kind == EventSent {
+					panic(errCrash)
+				}
+			}))
+			func() {
+				defer func() {
+					if rec := recover(); rec != errCrash {
+						t.Fatalf("crash hook did not fire: %v", rec)
+					}
+				}()
+				_, _, _ = r.call(f, crashed, state, "crash")
+			}()
+			posts := f.posts(r.name)
+			f.srv.Clock.Advance(testPolicy().LeaseTTL + time.Millisecond)
+			id, op, err := r.call(f, f.c, state, "crash")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id == "" || op.Source != SourceLookup {
+				t.Errorf("settled %q from %s, want the effect from a lookup", id, op.Source)
+			}
+			if f.posts(r.name) != posts {
+				t.Fatal("the settling call sent the money request again")
+			}
+			if n := f.successful(r.effect) - before; n != 1 {
+				t.Fatalf("%d effects, want 1", n)
+			}
+		})
+	}
+}
+
+// TestSafetyRule9_FiftyGoroutines_EveryRoute: 50 goroutines on one operation
+// of every money route, the first attempt lost after commit: one effect, and
+// every caller gets it.
+func TestSafetyRule9_FiftyGoroutines_EveryRoute(t *testing.T) {
+	for _, r := range routes {
+		r := r
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			var state any
+			if r.setup != nil {
+				state = r.setup(t, f)
+			}
+			before := f.successful(r.effect)
+			f.srv.Inject(pagpolartest.Fault{Route: r.name, Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+			ids, errs := concurrently(50, func(int) (string, error) {
+				id, _, err := r.call(f, f.c, state, "fifty")
+				return id, err
+			})
+			for i := range ids {
+				if errs[i] != nil || ids[i] != ids[0] || ids[0] == "" {
+					t.Fatalf("caller %d: %q %v; want %q", i, ids[i], errs[i], ids[0])
+				}
+			}
+			if n := f.successful(r.effect) - before; n != 1 {
+				t.Fatalf("%d effects, want 1", n)
+			}
+		})
+	}
+}
