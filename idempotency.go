@@ -212,9 +212,9 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
 		meta.TrustAfter = now.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
 	}
-	rec.Meta = mustJSON(meta)
 
 	e := &exec{c: c, s: s, meta: meta, owner: c.callOwner()}
+	rec.Meta = e.encodeMeta()
 	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
 	fresh := false
 	switch {
@@ -290,6 +290,35 @@ type exec struct {
 	owner   string    // this call's lease owner
 	saw2xx  bool      // an unverifiable 2xx answered our key: never conclude "not executed"
 	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
+
+	// metaJSON is e.meta as last written; savedMeta the value it encodes.
+	// Most saves do not change the meta, and re-encoding it is a measurable
+	// share of a charge's cost.
+	metaJSON  []byte
+	savedMeta opMeta
+}
+
+func (m opMeta) equal(o opMeta) bool {
+	if m.Path != o.Path || m.ExternalReference != o.ExternalReference || m.OfferID != o.OfferID || m.Method != o.Method ||
+		m.Amount != o.Amount || m.SaleID != o.SaleID || m.SubscriptionID != o.SubscriptionID || m.Snapshotted != o.Snapshotted ||
+		!m.TrustAfter.Equal(o.TrustAfter) || !m.SharedFrom.Equal(o.SharedFrom) || len(m.Snapshot) != len(o.Snapshot) {
+		return false
+	}
+	for i := range m.Snapshot {
+		if m.Snapshot[i] != o.Snapshot[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *exec) encodeMeta() []byte {
+	if e.metaJSON == nil || !e.meta.equal(e.savedMeta) {
+		e.metaJSON = mustJSON(e.meta)
+		e.savedMeta = e.meta
+		e.savedMeta.Snapshot = append([]string(nil), e.meta.Snapshot...)
+	}
+	return e.metaJSON
 }
 
 // release gives the lease up when the call ends. A terminal record needs no
@@ -313,7 +342,7 @@ func (e *exec) op(src Source) Operation {
 // write outlives the caller's cancellation (bounded by 10 s): an answer that
 // arrived must be recorded even if the caller stopped waiting for it.
 func (e *exec) save(ctx context.Context) error {
-	e.rec.Meta = mustJSON(e.meta)
+	e.rec.Meta = e.encodeMeta()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	got, err := e.c.store.Update(sctx, e.rec)
