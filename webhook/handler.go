@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -79,9 +80,29 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the write even if the request is cancelled, within PersistTimeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), in.cfg.PersistTimeout)
 	defer cancel()
-	rec, inserted, err := in.cfg.Store.Insert(ctx, Record{
-		Key: key, Event: env.Event, Entity: entity, EnvelopeID: env.ID, Payload: body,
-	}, in.cfg.Clock.Now())
+	// The answer must not wait on a store that ignores its context (a
+	// go-redis client without ContextTimeoutEnabled waits its own
+	// ReadTimeout): after PersistTimeout the answer is 503 and PagPolar
+	// resends; an insert that lands later only makes the resend a duplicate.
+	type insertResult struct {
+		rec Record
+		ok  bool
+		err error
+	}
+	done := make(chan insertResult, 1)
+	go func() {
+		rec, ok, err := in.cfg.Store.Insert(ctx, Record{
+			Key: key, Event: env.Event, Entity: entity, EnvelopeID: env.ID, Payload: body,
+		}, in.cfg.Clock.Now())
+		done <- insertResult{rec, ok, err}
+	}()
+	var res insertResult
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		res.err = fmt.Errorf("store did not answer within PersistTimeout: %w", ctx.Err())
+	}
+	rec, inserted, err := res.rec, res.ok, res.err
 	if err != nil {
 		http.Error(w, "cannot store the event, send it again", http.StatusServiceUnavailable)
 		in.log.ErrorContext(r.Context(), "webhook: cannot store delivery; answered 503 so that PagPolar resends",

@@ -184,10 +184,15 @@ func (in *Inbox) run(rec Record, ev *Event) (herr, cause error) {
 		hctx, c = context.WithTimeout(hctx, in.cfg.HandlerTimeout)
 		defer c()
 	}
+	// The lease is kept until the handler has really returned, not until its
+	// context ends: a handler that overruns HandlerTimeout (or a shutdown)
+	// and keeps running must not let another process claim and run the
+	// same event beside it.
+	lctx, lcancel := context.WithCancel(context.Background())
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		in.keepLease(hctx, hcancel, rec)
+		in.keepLease(lctx, hcancel, rec)
 	}()
 	herr = call(hctx, h, ev)
 	if in.hctx.Err() != nil {
@@ -196,6 +201,7 @@ func (in *Inbox) run(rec Record, ev *Event) (herr, cause error) {
 		cause = context.Cause(hctx)
 	}
 	hcancel(nil)
+	lcancel()
 	<-renewed
 	return herr, cause
 }

@@ -103,7 +103,10 @@ func (s *Store) Claim(ctx context.Context, key, owner string, now time.Time, ttl
 // entity: under READ COMMITTED, two claims of different events of one entity
 // could otherwise both see the other unleased.
 func (s *Store) pgClaim(ctx context.Context, key string, args []any) (rec webhook.Record, err error) {
-	tx, err := s.wdb.BeginTx(ctx, nil)
+	// READ COMMITTED whatever the database's default: under REPEATABLE READ
+	// the snapshot predates the advisory lock wait, and the NOT EXISTS check
+	// below would miss an event of the same entity claimed meanwhile.
+	tx, err := s.wdb.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return webhook.Record{}, err
 	}
