@@ -472,7 +472,7 @@ func TestSafetyRule9_LostLeaseStopsBeforeSending(t *testing.T) {
 			stolen = true
 			// Another worker takes the operation over after our lease expired.
 			f.srv.Clock.Advance(testPolicy().LeaseTTL + time.Millisecond)
-			if _, err := f.store.Acquire(ctx, c0(f).storeID("pix:order-lease"), "thief", time.Hour); err != nil {
+			if _, err := f.store.Acquire(ctx, f.c.storeID("pix:order-lease"), "thief", time.Hour); err != nil {
 				panic(err)
 			}
 		}
@@ -485,8 +485,6 @@ func TestSafetyRule9_LostLeaseStopsBeforeSending(t *testing.T) {
 		t.Fatalf("%d POSTs; the worker sent after losing its lease", n)
 	}
 }
-
-func c0(f *fixture) *Client { return f.c }
 
 // TestSafetyRule10_SameOperationDifferentParams: nothing is sent.
 func TestSafetyRule10_SameOperationDifferentParams(t *testing.T) {

@@ -273,9 +273,9 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 		if e.meta.TrustAfter.IsZero() {
 			e.meta.TrustAfter = e.rec.LastSentAt.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
 		}
-		return e.settleLoop(ctx, true)
+		return e.settle(ctx, true, true)
 	default: // unknown
-		return e.settleLoop(ctx, true)
+		return e.settle(ctx, true, true)
 	}
 }
 
@@ -444,7 +444,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 		if err := ctx.Err(); err != nil {
 			// Saved but not sent: the record says "maybe sent" and a lookup
 			// settles it; say so rather than pretend nothing happened.
-			return nil, e.unknown("context ended before the send; the record counts it as a possible send", err)
+			return nil, e.unknownErr("context ended before the send; the record counts it as a possible send", err)
 		}
 		r, err := c.sendWith(ctx, token, http.MethodPost, e.s.path, nil, e.s.body, e.rec.Key)
 		var apiErr *APIError
@@ -493,7 +493,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 				return nil, e.unknownErr(serr.Error(), serr)
 			}
 			c.log.WarnContext(ctx, "pagpolar: 2xx answer could not be verified; settling by lookup", "op", e.s.id, "reason", verr.Error())
-			return e.settleLoop(ctx, true)
+			return e.settle(ctx, true, true)
 
 		case vFailed:
 			c.budget.onAnswer()
@@ -571,7 +571,7 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			if serr := e.save(ctx); serr != nil {
 				return nil, e.unknownErr(serr.Error(), serr)
 			}
-			return e.settleLoop(ctx, true)
+			return e.settle(ctx, true, true)
 		}
 	}
 }
@@ -617,23 +617,15 @@ func (e *exec) notExecuted(ctx context.Context, cause error) error {
 	return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted), Err: cause}
 }
 
-func (e *exec) unknown(reason string, err error) error {
-	return e.unknownErr(reason, err)
-}
-
 func (e *exec) unknownErr(reason string, err error) error {
 	u := &OutcomeUnknownError{OperationID: e.s.id, Key: e.rec.Key, Reason: reason, Err: err}
 	u.SettleAfter = e.meta.TrustAfter
 	return u
 }
 
-// settleLoop settles an ambiguous operation by lookup (SAFETY rule 5). With
+// settle settles an ambiguous operation by lookup (SAFETY rule 5). With
 // resend, a trusted not-found leads to a resend with the same key; without
-// it (Resume), to not_executed.
-func (e *exec) settleLoop(ctx context.Context, resend bool) (*settled, error) {
-	return e.settle(ctx, resend, true)
-}
-
+// it (Resume), to not_executed. Without wait, it looks once (ResumeAll).
 func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) {
 	c, p := e.c, e.c.policy
 	start := c.clock.Now()

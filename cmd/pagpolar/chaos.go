@@ -191,12 +191,8 @@ type incarnation struct {
 // chaos runs the whole scenario across processes and returns its report.
 func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*report.Report, error) {
 	start := time.Now()
-	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(cfg.window), pagpolartest.WithSeed(cfg.seed))
-	for _, f := range faultMix(cfg.faultRate, cfg.window) {
-		srv.Inject(f)
-	}
-	stopBursts := injectBursts(srv, cfg.faultRate, cfg.window)
-	if err := srv.Start(); err != nil {
+	srv, stopBursts, err := startScenarioFake(cfg.window, cfg.seed, cfg.faultRate)
+	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()

@@ -120,12 +120,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // demo runs the whole scenario and returns its report.
 func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Report, error) {
 	start := time.Now()
-	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(cfg.window), pagpolartest.WithSeed(cfg.seed))
-	for _, f := range faultMix(cfg.faultRate, cfg.window) {
-		srv.Inject(f)
-	}
-	stopBursts := injectBursts(srv, cfg.faultRate, cfg.window)
-	if err := srv.Start(); err != nil {
+	srv, stopBursts, err := startScenarioFake(cfg.window, cfg.seed, cfg.faultRate)
+	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
@@ -352,6 +348,21 @@ func clampProbability(p float64) float64 {
 // a rate limiter or an overloaded API answers a spike. Counting requests
 // rather than time keeps the share of bursts the same however fast the run
 // goes. The returned function stops new bursts.
+// startScenarioFake starts the in-process fake with the scenario's fault
+// mix and bursts (shared by demo and chaos); stop the bursts before Close.
+func startScenarioFake(window time.Duration, seed int64, faultRate float64) (*pagpolartest.Server, func(), error) {
+	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(window), pagpolartest.WithSeed(seed))
+	for _, f := range faultMix(faultRate, window) {
+		srv.Inject(f)
+	}
+	stopBursts := injectBursts(srv, faultRate, window)
+	if err := srv.Start(); err != nil {
+		stopBursts()
+		return nil, nil, err
+	}
+	return srv, stopBursts, nil
+}
+
 func injectBursts(srv *pagpolartest.Server, rate float64, window time.Duration) (stop func()) {
 	var stopped atomic.Bool
 	if rate <= 0 {
