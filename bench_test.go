@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -127,7 +127,7 @@ func fastBenchPolicy() pagpolar.RetryPolicy {
 	return pagpolar.RetryPolicy{
 		MaxRetryAfter: time.Millisecond, ProcessingWindow: 50 * time.Millisecond, WindowMargin: 5 * time.Millisecond,
 		SettleDelay: 5 * time.Millisecond, LookupInterval: 5 * time.Millisecond,
-		NewBackOff: func() backoff.BackOff { return &backoff.ConstantBackOff{Interval: time.Millisecond} },
+		NewBackOff: func() pagpolar.BackOff { return &backoff.ConstantBackOff{Interval: time.Millisecond} },
 	}
 }
 

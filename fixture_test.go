@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
@@ -23,13 +22,8 @@ const (
 
 func testPolicy() RetryPolicy {
 	return RetryPolicy{
-		MaxAttempts: 6,
-		NewBackOff: func() backoff.BackOff {
-			b := backoff.NewExponentialBackOff()
-			b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 5*time.Millisecond, 40*time.Millisecond, 0
-			b.Reset()
-			return b
-		},
+		MaxAttempts:       6,
+		NewBackOff:        Exponential(5*time.Millisecond, 40*time.Millisecond),
 		MaxRetryAfter:     20 * time.Millisecond,
 		AttemptTimeout:    2 * time.Second,
 		ProcessingWindow:  testWindow,

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/cenkalti/backoff/v5"
 )
 
 // RetryPolicy says how long and how often the client waits, polls and
@@ -19,8 +19,9 @@ type RetryPolicy struct {
 	MaxAttempts int
 
 	// NewBackOff returns a fresh interval sequence for one call. The default,
-	// DefaultBackOff, is exponential with jitter and a cap.
-	NewBackOff func() backoff.BackOff
+	// DefaultBackOff, is exponential with jitter and a cap; Exponential builds
+	// one with other bounds.
+	NewBackOff func() BackOff
 
 	// MaxRetryAfter clamps the server's Retry-After hint. Default 30 s.
 	MaxRetryAfter time.Duration
@@ -83,18 +84,41 @@ var DefaultRetryPolicy = RetryPolicy{
 	ClockSkew:         2 * time.Second,
 }
 
+// BackOff is a sequence of pauses between attempts of one call: the SDK's
+// own interface, so that no backoff library's type is part of its API. Any
+// value with these two methods fits, among them the exponential backoffs of
+// github.com/cenkalti/backoff (v4 and v5).
+//
+// NextBackOff returns the pause before the next attempt; a negative value
+// means "no more pauses" and the SDK then waits MaxRetryAfter (the policy,
+// not the sequence, bounds how many attempts are made). Reset starts the
+// sequence over. A BackOff is used by one call at a time.
+type BackOff interface {
+	NextBackOff() time.Duration
+	Reset()
+}
+
 // DefaultBackOff is exponential from 200 ms, ×2, ±50 % jitter, capped at
 // 10 s between attempts, never stopping by itself (the policy bounds the
-// attempts).
-func DefaultBackOff() backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 200 * time.Millisecond
-	b.Multiplier = 2
-	b.RandomizationFactor = 0.5
-	b.MaxInterval = 10 * time.Second
-	b.MaxElapsedTime = 0
-	b.Reset()
-	return b
+// attempts and the time).
+func DefaultBackOff() BackOff { return Exponential(200*time.Millisecond, 10*time.Second)() }
+
+// Exponential returns a RetryPolicy.NewBackOff: pauses from initial, ×2,
+// ±50 % jitter, capped at max. It panics if initial is not positive or max
+// is below initial (a programming error in the policy).
+func Exponential(initial, max time.Duration) func() BackOff {
+	if initial <= 0 || max < initial {
+		panic("pagpolar: Exponential: want 0 < initial <= max")
+	}
+	return func() BackOff {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval = initial
+		b.Multiplier = 2
+		b.RandomizationFactor = 0.5
+		b.MaxInterval = max
+		b.Reset()
+		return b
+	}
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
@@ -142,9 +166,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 
 // nextWait returns the pause before the next attempt: the backoff interval,
 // or the server's Retry-After hint clamped to MaxRetryAfter if longer.
-func (p RetryPolicy) nextWait(b backoff.BackOff, retryAfter time.Duration) time.Duration {
+func (p RetryPolicy) nextWait(b BackOff, retryAfter time.Duration) time.Duration {
 	w := b.NextBackOff()
-	if w == backoff.Stop {
+	if w < 0 { // backoff.Stop, or any sequence that ended
 		w = p.MaxRetryAfter
 	}
 	if retryAfter > p.MaxRetryAfter {

@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/internal/report"
 	"github.com/pagpolar/pagpolar-go/keystore"
@@ -232,14 +231,8 @@ func checkoutDeadline(window time.Duration) time.Duration { return 2 * window }
 // documented exposure, not injected here).
 func scenarioPolicy(window time.Duration) pagpolar.RetryPolicy {
 	return pagpolar.RetryPolicy{
-		MaxAttempts: 6,
-		NewBackOff: func() backoff.BackOff {
-			b := backoff.NewExponentialBackOff()
-			b.InitialInterval, b.Multiplier, b.RandomizationFactor = window/50, 2, 0.5
-			b.MaxInterval, b.MaxElapsedTime = window/5, 0
-			b.Reset()
-			return b
-		},
+		MaxAttempts:       6,
+		NewBackOff:        pagpolar.Exponential(window/50, window/5),
 		MaxRetryAfter:     window / 4,
 		AttemptTimeout:    window / 2,
 		ProcessingWindow:  window,
