@@ -581,7 +581,7 @@ func TestRetryBudgetBoundsOutage(t *testing.T) {
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultUnavailable, Delay: time.Millisecond})
 	const orders = 600
 	budgetErrs, drainedAt, postsAtDrain := 0, -1, 0
-	for i := 0; i < orders; i++ {
+	for i := range orders {
 		_, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: fmt.Sprintf("o-%d", i), Customer: goodCustomer})
 		if isUnknown(err) {
 			t.Fatalf("order %d: a definitely unprocessed request reported as unknown: %v", i, err)
@@ -661,7 +661,6 @@ func TestKnownExposure_ServerProcessingPastWindow(t *testing.T) {
 // and one effect.
 func TestSafetyRule5_PendingRecordLeftByCrash_EveryRoute(t *testing.T) {
 	for _, r := range routes {
-		r := r
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
@@ -707,7 +706,6 @@ func TestSafetyRule5_PendingRecordLeftByCrash_EveryRoute(t *testing.T) {
 // every caller gets it.
 func TestSafetyRule9_FiftyGoroutines_EveryRoute(t *testing.T) {
 	for _, r := range routes {
-		r := r
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)

@@ -190,7 +190,7 @@ func concurrently(n int, fn func(i int) (string, error)) ([]string, []error) {
 	ids, errs := make([]string, n), make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for i := 0; i < n; i++ {
+	for i := range n {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()

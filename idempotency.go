@@ -65,8 +65,8 @@ type opMeta struct {
 	SubscriptionID    string    `json:"subscription_id,omitempty"`
 	Snapshot          []string  `json:"snapshot,omitempty"` // effect IDs that existed before the first send (refunds, plan changes)
 	Snapshotted       bool      `json:"snapshotted,omitempty"`
-	TrustAfter        time.Time `json:"trust_after,omitempty"` // a "not found" lookup is conclusive after this time
-	SharedFrom        time.Time `json:"shared_from,omitempty"` // a 409 showed another sender of our key; its effects since then are ours
+	TrustAfter        time.Time `json:"trust_after"` // a "not found" lookup is conclusive after this time
+	SharedFrom        time.Time `json:"shared_from"` // a 409 showed another sender of our key; its effects since then are ours
 }
 
 // opSpec is one call's operation.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,12 +79,7 @@ func successFrom(m opMeta, rec keystore.Record) time.Time {
 }
 
 func inSnapshot(id string, snap []string) bool {
-	for _, s := range snap {
-		if s == id {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(snap, id)
 }
 
 // lookup finds the effect of an operation after an ambiguous attempt

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -170,7 +171,7 @@ func TestReviewRegression_ResumeAllStarvesPast500(t *testing.T) {
 	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithoutSubscriptionLookup()})
 	ctx := f.ctx
 	old := f.srv.Clock.Now().Add(-time.Hour)
-	for i := 0; i < 500; i++ {
+	for i := range 500 {
 		meta, _ := json.Marshal(opMeta{Path: "/plans/offer/plan-basic/subscribe", ExternalReference: fmt.Sprintf("s-%d", i), OfferID: "plan-basic", Method: "pix", TrustAfter: old})
 		_, err := f.store.Create(ctx, keystore.Record{OperationID: f.c.storeID(fmt.Sprintf("subscribe:s-%d", i)), Key: "k", Kind: kindSubscribe,
 			State: keystore.StateUnknown, Attempts: 1, FirstSentAt: old, LastSentAt: old, Meta: meta}, "dead", time.Millisecond)
@@ -185,7 +186,7 @@ func TestReviewRegression_ResumeAllStarvesPast500(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.srv.Clock.Advance(time.Second)
-	for run := 0; run < 3; run++ {
+	for run := range 3 {
 		res, err := f.c.ResumeAll(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -316,9 +317,7 @@ func TestReviewRegression_Gateway504IsNotTheEnd(t *testing.T) {
 				return
 			}
 			defer resp.Body.Close()
-			for k, v := range resp.Header {
-				w.Header()[k] = v
-			}
+			maps.Copy(w.Header(), resp.Header)
 			w.WriteHeader(resp.StatusCode)
 			_, _ = io.Copy(w, resp.Body)
 		case <-time.After(20 * time.Millisecond): // gateway upstream timeout

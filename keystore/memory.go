@@ -3,6 +3,7 @@ package keystore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -209,13 +210,7 @@ func (m *Memory) List(ctx context.Context, f Filter) ([]Record, error) {
 
 func matches(r *Record, f Filter) bool {
 	if len(f.States) > 0 {
-		ok := false
-		for _, s := range f.States {
-			if r.State == s {
-				ok = true
-				break
-			}
-		}
+		ok := slices.Contains(f.States, r.State)
 		if !ok {
 			return false
 		}

@@ -43,7 +43,7 @@ func TestReap(t *testing.T) {
 	mem := keystore.NewMemoryWithClock(clock)
 	states := []keystore.State{keystore.StatePending, keystore.StateUnknown, keystore.StateNotExecuted,
 		keystore.StateSucceeded, keystore.StateFailed}
-	for i := 0; i < 7; i++ {
+	for i := range 7 {
 		for _, st := range states {
 			put(t, mem, fmt.Sprintf("old/%s/%d", st, i), st)
 		}
@@ -104,7 +104,7 @@ func TestReap(t *testing.T) {
 func TestReapExactMultiple(t *testing.T) {
 	clock := pagpolartest.NewClock()
 	mem := keystore.NewMemoryWithClock(clock)
-	for i := 0; i < 4; i++ {
+	for i := range 4 {
 		put(t, mem, fmt.Sprintf("s%d", i), keystore.StateSucceeded)
 	}
 	clock.Advance(keystore.DefaultRetention + time.Second)

@@ -433,7 +433,7 @@ func TestFaultProbabilitySeeded(t *testing.T) {
 		c := newClient(t, s)
 		s.Inject(Fault{Route: "pix", Probability: 0.5, Action: FaultUnavailable})
 		var b strings.Builder
-		for i := 0; i < 40; i++ {
+		for range 40 {
 			r := c.pix("k", "o")
 			if r.status == 503 {
 				b.WriteByte('x')

@@ -396,9 +396,9 @@ func (x *exchange) error(status int, code, msg string) {
 func (x *exchange) gateway(status int) {
 	status = gatewayStatus(status)
 	text := http.StatusText(status)
-	x.respond(status, "text/html; charset=utf-8", []byte(fmt.Sprintf(
+	x.respond(status, "text/html; charset=utf-8", fmt.Appendf(nil,
 		"<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
-		status, text, status, text)))
+		status, text, status, text))
 }
 
 // drop closes the connection without answering: the client sees a

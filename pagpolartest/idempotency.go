@@ -104,9 +104,6 @@ func (s *Server) allowRate(cred string) (bool, int) {
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1.
 func retryAfterSeconds(d time.Duration) int {
-	sec := int((d + time.Second - 1) / time.Second)
-	if sec < 1 {
-		sec = 1
-	}
+	sec := max(int((d+time.Second-1)/time.Second), 1)
 	return sec
 }

@@ -143,7 +143,7 @@ func TestIdempotencyTable(t *testing.T) {
 		name: "read routes ignore the header",
 		run: func(t *testing.T, s *Server, c *tclient) {
 			want(t, c.pix("k1", "o"), 201)
-			for i := 0; i < 2; i++ {
+			for range 2 {
 				r := c.do("GET", wire.RouteSales+"?external_reference=o", "k1", "")
 				want(t, r, 200)
 				if r.replayed() {

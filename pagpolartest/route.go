@@ -2,6 +2,7 @@ package pagpolartest
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -28,10 +29,8 @@ func resolve(method, path string) (rt route, status int, allow string) {
 		return route{}, http.StatusNotFound, ""
 	}
 	seg := strings.Split(strings.TrimPrefix(rest, "/"), "/")
-	for _, s := range seg {
-		if s == "" { // "//" or a trailing slash: no route has one
-			return route{}, http.StatusNotFound, ""
-		}
+	if slices.Contains(seg, "") { // "//" or a trailing slash: no route has one
+		return route{}, http.StatusNotFound, ""
 	}
 	want := func(m string, r route) (route, int, string) {
 		if method != m {

@@ -159,7 +159,7 @@ func TestSenderGivesUpAfterItsAttempts(t *testing.T) {
 	s := pagpolartest.NewWebhookSender(rc.srv.URL, hookToken, pagpolartest.WithSenderClock(clock), pagpolartest.WithAttempts(3))
 	defer s.Close()
 	s.Send(paid("sale_1"))
-	for i := 0; i < 4; i++ {
+	for range 4 {
 		flush(t, s)
 		clock.Advance(30 * time.Second)
 	}
@@ -198,7 +198,7 @@ func TestSenderSendAllOutOfOrderAndResendAll(t *testing.T) {
 	s := pagpolartest.NewWebhookSender(rc.srv.URL, hookToken, pagpolartest.WithConcurrency(1), pagpolartest.WithSenderSeed(7))
 	defer s.Close()
 	var envs []wire.WebhookEnvelope
-	for i := 0; i < 10; i++ {
+	for i := range 10 {
 		envs = append(envs, paid(string(rune('a'+i))))
 	}
 	s.SendAll(envs)

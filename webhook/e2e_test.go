@@ -135,7 +135,6 @@ func TestInboxWithSender(t *testing.T) {
 		{"FakeServerEvents", e2eFakeServer},
 	}
 	for _, b := range backends() {
-		b := b
 		t.Run(b.name, func(t *testing.T) {
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) { sc.fn(t, b.new(t)) })
@@ -232,7 +231,7 @@ func e2eConcurrentDuplicates(t *testing.T, open func() webhook.Store) {
 		c.Default = func(_ context.Context, ev *webhook.Event) error { eff.add(ev.Key); return nil }
 	}, pagpolartest.WithConcurrency(16))
 	var envs []wire.WebhookEnvelope
-	for i := 0; i < 16; i++ {
+	for range 16 {
 		envs = append(envs, txWire(wire.EventTransactionPaid, "s1", wire.SaleStatusPaid))
 	}
 	r.sender.SendAll(envs)

@@ -172,7 +172,7 @@ func TestHandlerAnswers503WhenTheStoreRefuses(t *testing.T) {
 
 func TestHandlerNeverDedupesRefundRequests(t *testing.T) {
 	h := newHarness(t, webhook.NewMemoryStore(), nil, nil)
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		if w := h.post(txEnv(wire.EventTransactionAskRefunding, "sale_1", "paid")); w.Code != http.StatusOK {
 			t.Fatalf("%d", w.Code)
 		}

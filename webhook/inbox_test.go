@@ -36,7 +36,7 @@ func TestProcessesOnceAndAcknowledgesDuplicates(t *testing.T) {
 		t.Errorf("processed record %+v", r)
 	}
 	// PagPolar's double TRANSACTION_PAID and a dashboard resend.
-	for i := 0; i < 2; i++ {
+	for range 2 {
 		if w := h.post(txEnv(wire.EventTransactionPaid, "sale_1", "paid")); w.Code != http.StatusOK {
 			t.Fatalf("duplicate: %d", w.Code)
 		}
@@ -198,12 +198,10 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	const n = 32
 	var wg sync.WaitGroup
 	codes := make(chan int, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range n {
+		wg.Go(func() {
 			codes <- h.post(txEnv(wire.EventTransactionPaid, "s1", "paid")).Code
-		}()
+		})
 	}
 	wg.Wait()
 	close(codes)
@@ -411,7 +409,7 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	exp := h.get(key).LeaseExpiresAt
 	// Move time in steps of the renewal period (TTL/3): 60 s in all, twice
 	// the TTL; each step's renewal must push the expiry further.
-	for i := 0; i < 6; i++ {
+	for i := range 6 {
 		clock.waiting(t)
 		clock.Advance(10 * time.Second)
 		select {

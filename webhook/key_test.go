@@ -71,7 +71,7 @@ func TestDelayedNoticesDefaultAndEveryTime(t *testing.T) {
 				c.Key = tc.key
 				c.Default = func(_ context.Context, ev *webhook.Event) error { eff.add(ev.Name); return nil }
 			}).start()
-			for day := 0; day < 3; day++ {
+			for range 3 {
 				h.post(subEnv(wire.EventSubscriptionDelayed, "sub_1", "delayed", "2031-01-01"))
 			}
 			rs, err := h.store.List(context.Background(), webhook.Filter{})

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -216,13 +217,7 @@ func (m *MemoryStore) List(ctx context.Context, f Filter) ([]Record, error) {
 
 func matchFilter(r *Record, f Filter) bool {
 	if len(f.States) > 0 {
-		ok := false
-		for _, s := range f.States {
-			if r.State == s {
-				ok = true
-				break
-			}
-		}
+		ok := slices.Contains(f.States, r.State)
 		if !ok {
 			return false
 		}

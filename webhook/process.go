@@ -243,7 +243,7 @@ func call(ctx context.Context, h HandlerFunc, ev *Event) (err error) {
 // lets the lease expire and the event run again.
 func (in *Inbox) complete(log *slog.Logger, rec Record, out Outcome, now time.Time) {
 	var err error
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		if i > 0 {
 			<-in.cfg.Clock.After(time.Duration(i) * time.Second)
 			now = in.cfg.Clock.Now()

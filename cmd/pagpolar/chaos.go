@@ -305,7 +305,7 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*report.Rep
 // same time (both walk their list in order).
 func assignOrders(orders, workers int) [][]int {
 	out := make([][]int, workers)
-	for i := 0; i < orders; i++ {
+	for i := range orders {
 		a := i % workers
 		out[a] = append(out[a], i)
 		if workers > 1 {

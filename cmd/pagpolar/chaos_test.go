@@ -60,7 +60,6 @@ func runChaosTest(t *testing.T, cfg *chaosConfig) *chaosReport {
 // report the same outcome for every operation.
 func TestTwoProcessesSameOrders(t *testing.T) {
 	for _, kind := range storeKinds {
-		kind := kind
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			cfg := chaosTestConfig(t, kind)
@@ -87,7 +86,6 @@ func TestTwoProcessesSameOrders(t *testing.T) {
 // with ResumeAll and their unfinished orders.
 func TestChaosSmall(t *testing.T) {
 	for _, kind := range storeKinds {
-		kind := kind
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			cfg := chaosTestConfig(t, kind)

@@ -223,7 +223,7 @@ func startWorker(t *testing.T, ctx context.Context, srv *pagpolartest.Server, st
 		t.Fatalf("running the worker: %v", err)
 	}
 	w := workerProc{state: cmd.ProcessState, stderr: errb.String()}
-	for _, line := range strings.Split(out.String(), "\n") {
+	for line := range strings.SplitSeq(out.String(), "\n") {
 		if line == "" {
 			continue
 		}
@@ -240,7 +240,7 @@ func startWorker(t *testing.T, ctx context.Context, srv *pagpolartest.Server, st
 // refund.
 func firstOrder(t *testing.T, method string) order {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
+	for i := range 1000 {
 		if o := orderAt(1, i); o.Method == method && o.Refund == 0 && !o.Decline {
 			return o
 		}
@@ -464,18 +464,15 @@ func (p *tcpProxy) up(t *testing.T) {
 	p.mu.Lock()
 	p.ln, p.addr = ln, ln.Addr().String()
 	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.pipe(c) }()
+			p.wg.Go(func() { p.pipe(c) })
 		}
-	}()
+	})
 }
 
 func (p *tcpProxy) pipe(c net.Conn) {
@@ -546,7 +543,6 @@ func outageStore(t *testing.T, ctx context.Context, kind string) (keystore.Store
 // when the store is back, work continues with one sale per order.
 func TestStoreOutageFailsClosed(t *testing.T) {
 	for _, kind := range storeKinds {
-		kind := kind
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -570,7 +566,7 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 				return c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: ref(i), Customer: demoCustomer})
 			}
 			sales := map[int]string{}
-			for i := 0; i < orders; i++ {
+			for i := range orders {
 				before := len(srv.Ledger().Requests)
 				ch, err := pix(i)
 				switch {
@@ -598,7 +594,7 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 
 			out.up(t)
 			run := &orderRunner{c: c, pause: crashWindow / 10}
-			for i := 0; i < orders; i++ {
+			for i := range orders {
 				oc := run.until(ctx, i, "pix:"+ref(i), func(ctx context.Context) (string, pagpolar.Source, error) {
 					ch, err := pix(i)
 					if err != nil {

@@ -630,7 +630,7 @@ func (r *results) obtained() report.Counts {
 func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, credential string, run *orderRunner, seed int64, n int, res *results, conc int) report.Settling {
 	var s report.Settling
 	index := make(map[string]int, n)
-	for i := 0; i < n; i++ {
+	for i := range n {
 		o := orderAt(seed, i)
 		index[chargeOpID(o)], index[refundOpID(o)] = i, i
 	}
@@ -693,13 +693,11 @@ func forEachOrder(ctx context.Context, n, conc int, fn func(i int)) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < conc && w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				fn(i)
 			}
-		}()
+		})
 	}
 	for i := 0; i < n; i++ {
 		select {
@@ -727,7 +725,7 @@ func expectedOps(ctx context.Context, store keystore.Store, credential string, s
 		}
 		return report.Expected{}, fmt.Errorf("reading the record of %s: %w", opID, err)
 	}
-	for i := 0; i < n; i++ {
+	for i := range n {
 		o := orderAt(seed, i)
 		e, err := get(chargeOpID(o))
 		if err != nil {
@@ -780,9 +778,7 @@ func (p *progress) start() {
 	if p.tty {
 		every = 200 * time.Millisecond
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -794,7 +790,7 @@ func (p *progress) start() {
 				p.print(false)
 			}
 		}
-	}()
+	})
 }
 
 func (p *progress) print(last bool) {

@@ -133,7 +133,7 @@ func TestSimServes(t *testing.T) {
 
 func TestSimFaultFlags(t *testing.T) {
 	vars, _, _ := startSim(t, "-addr", "127.0.0.1:0", "-unavailable", "1")
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		st, body, err := post(t, vars["PAGPOLAR_URL"]+wire.RoutePix, vars["PAGPOLAR_TOKEN"], "k1", simPix)
 		var e wire.Error
 		if err != nil || st != 503 || json.Unmarshal(body, &e) != nil || e.Code != wire.CodeUnavailable {
@@ -211,7 +211,7 @@ func TestSimSeededFaultMix(t *testing.T) {
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	const n = 200
-	for i := 0; i < n; i++ {
+	for i := range n {
 		req, _ := http.NewRequest("POST", s.URL+wire.RoutePix, strings.NewReader(simPix))
 		req.GetBody = nil
 		req.Header.Set(wire.HeaderAuthorization, "Bearer "+s.Token)

@@ -259,9 +259,7 @@ func workerMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	defer tick.Stop()
 	stopStats := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			select {
 			case <-stopStats:
@@ -270,7 +268,7 @@ func workerMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 				stats()
 			}
 		}
-	}()
+	})
 
 	if cfg.resume {
 		rs, err := c.ResumeAll(ctx)
@@ -290,7 +288,6 @@ func workerMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	forEachOrder(ctx, len(orders), cfg.concurrency, func(k int) {
 		o := orderAt(cfg.seed, orders[k])
 		for _, oc := range run.process(ctx, o) {
-			oc := oc
 			out.write(workerMsg{T: "outcome", Outcome: &oc})
 		}
 		out.write(workerMsg{T: "order", Order: o.Index})

@@ -1,7 +1,7 @@
 package report
 
 import (
-	"sort"
+	"slices"
 	"sync"
 	"time"
 )
@@ -44,16 +44,13 @@ func Summarize(d []time.Duration) Latency {
 		return Latency{}
 	}
 	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	slices.Sort(s)
 	return Latency{N: len(s), P50MS: ms(rank(s, 0.50)), P99MS: ms(rank(s, 0.99)), MaxMS: ms(s[len(s)-1])}
 }
 
 // rank returns the nearest-rank percentile p of sorted s.
 func rank(s []time.Duration, p float64) time.Duration {
-	i := int(p*float64(len(s))+0.999999999) - 1
-	if i < 0 {
-		i = 0
-	}
+	i := max(int(p*float64(len(s))+0.999999999)-1, 0)
 	if i >= len(s) {
 		i = len(s) - 1
 	}

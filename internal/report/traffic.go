@@ -24,7 +24,7 @@ func Traffic(l pagpolartest.Ledger, credential string, orders int) (Requests, Co
 			r.Reads++
 		}
 		if q.Fault != "" {
-			for _, f := range strings.Split(q.Fault, "+") {
+			for f := range strings.SplitSeq(q.Fault, "+") {
 				faults[f]++
 			}
 		}

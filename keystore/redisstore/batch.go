@@ -27,11 +27,11 @@ type call struct {
 	ctx     context.Context
 	sc      *redis.Script
 	keys    []string
-	args    []interface{}
+	args    []any
 	durable bool
 
 	// Set before done is closed.
-	res     interface{}
+	res     any
 	waitErr error
 	err     error
 	done    chan struct{}
@@ -52,7 +52,7 @@ type batcher struct {
 // context ended while its batch was in flight may or may not have run
 // (exactly like a network timeout), and the caller is told it is
 // unavailable.
-func (b *batcher) do(c *call) (res interface{}, waitErr, err error) {
+func (b *batcher) do(c *call) (res any, waitErr, err error) {
 	b.mu.Lock()
 	if b.busy < b.maxBusy {
 		b.busy++
@@ -93,10 +93,7 @@ func (b *batcher) remove(c *call) bool {
 
 // take removes the next batch from the queue; b.mu is held.
 func (b *batcher) take() []*call {
-	n := len(b.queue)
-	if n > b.maxBatch {
-		n = b.maxBatch
-	}
+	n := min(len(b.queue), b.maxBatch)
 	batch := make([]*call, n)
 	copy(batch, b.queue)
 	if n == len(b.queue) {

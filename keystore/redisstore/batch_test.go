@@ -12,7 +12,7 @@ import (
 )
 
 func newCall(ctx context.Context, tag string) *call {
-	return &call{ctx: ctx, args: []interface{}{tag}, done: make(chan struct{})}
+	return &call{ctx: ctx, args: []any{tag}, done: make(chan struct{})}
 }
 
 // queued reports how many calls wait in b's queue.
@@ -78,7 +78,7 @@ func TestBatcherQueuesWhileBusy(t *testing.T) {
 	waitQueued(t, b, 2)
 	close(gate)
 	got := map[string]bool{}
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		got[<-results] = true
 	}
 	for _, want := range []string{"ran a", "ran b", "ran d"} {
@@ -127,7 +127,7 @@ func TestConcurrentCallsShareAPipeline(t *testing.T) {
 	ctx := context.Background()
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
+	for i := range n {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -163,7 +163,7 @@ func TestQueuedCallWithEndedContextIsNotSent(t *testing.T) {
 	createCall := func(ctx context.Context, id string) *call {
 		return &call{
 			ctx: ctx, sc: createScript, keys: s.scriptKeys(id), done: make(chan struct{}),
-			args: []interface{}{"n-" + id, id, "k", "pix", "fp", "pending", 0, "", "", "", "", "", "", "w",
+			args: []any{"n-" + id, id, "k", "pix", "fp", "pending", 0, "", "", "", "", "", "", "w",
 				time.Minute.Microseconds(), s.cfg.retention.Milliseconds()},
 		}
 	}

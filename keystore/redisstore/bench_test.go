@@ -91,7 +91,7 @@ func redisCPU(b *testing.B, s *Store) float64 {
 		b.Fatalf("INFO cpu: %v", err)
 	}
 	var total float64
-	for _, line := range strings.Split(info, "\n") {
+	for line := range strings.SplitSeq(info, "\n") {
 		line = strings.TrimSpace(line)
 		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
 			if v, ok := strings.CutPrefix(line, k); ok {

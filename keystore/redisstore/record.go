@@ -89,7 +89,7 @@ func decodeRecord(h map[string]string) (keystore.Record, error) {
 }
 
 // flatToMap turns a script's {field, value, ...} reply into a hash.
-func flatToMap(flat []interface{}) (map[string]string, error) {
+func flatToMap(flat []any) (map[string]string, error) {
 	if len(flat)%2 != 0 {
 		return nil, fmt.Errorf("redisstore: odd-length record reply (%d items)", len(flat))
 	}

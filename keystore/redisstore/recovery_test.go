@@ -275,11 +275,11 @@ func TestKilledConnectionsRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := 0
-	for _, line := range strings.Split(list, "\n") {
+	for line := range strings.SplitSeq(list, "\n") {
 		if !strings.Contains(" "+line+" ", " name="+name+" ") {
 			continue
 		}
-		for _, f := range strings.Fields(line) {
+		for f := range strings.FieldsSeq(line) {
 			if id, ok := strings.CutPrefix(f, "id="); ok {
 				if err := admin.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err != nil {
 					t.Fatalf("CLIENT KILL ID %s: %v", id, err)

@@ -120,7 +120,7 @@ func TestWaitWithReplica(t *testing.T) {
 	const writers = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
-	for i := 0; i < writers; i++ {
+	for i := range writers {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()

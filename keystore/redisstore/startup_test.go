@@ -145,7 +145,7 @@ func serverVersion(t *testing.T, c *redis.Client) (major, minor int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(info, "\n") {
+	for line := range strings.SplitSeq(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
 			fmt.Sscanf(v, "%d.%d", &major, &minor)
 		}
@@ -160,7 +160,7 @@ func connectedReplicas(t *testing.T, c *redis.Client) int {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, line := range strings.Split(info, "\n") {
+	for line := range strings.SplitSeq(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
 			fmt.Sscanf(v, "%d", &n)
 		}

@@ -125,8 +125,8 @@ type scriptReply struct {
 // parseReply decodes a script's reply. A "created" or "updated" reply holds
 // only the fields the script set; sent holds the ones the caller wrote, and
 // the two together are the stored record.
-func parseReply(res interface{}, sent map[string]string) (scriptReply, error) {
-	arr, ok := res.([]interface{})
+func parseReply(res any, sent map[string]string) (scriptReply, error) {
+	arr, ok := res.([]any)
 	if !ok || len(arr) == 0 {
 		return scriptReply{}, fmt.Errorf("redisstore: script reply %T, want a non-empty array", res)
 	}
@@ -159,7 +159,7 @@ func parseReply(res interface{}, sent map[string]string) (scriptReply, error) {
 // WAIT/WAITAOF follows the script on the same connection, and an "ok" that
 // the wait does not confirm comes back with an error wrapping ErrNotDurable
 // and keystore.ErrUnavailable.
-func (s *Store) eval(ctx context.Context, op, id string, sent map[string]string, sc *redis.Script, durable bool, keys []string, args ...interface{}) (scriptReply, error) {
+func (s *Store) eval(ctx context.Context, op, id string, sent map[string]string, sc *redis.Script, durable bool, keys []string, args ...any) (scriptReply, error) {
 	if err := ctx.Err(); err != nil {
 		return scriptReply{}, wrapErr(op, id, err)
 	}

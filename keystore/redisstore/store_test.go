@@ -50,7 +50,7 @@ func TestKeysOfOneOperationShareASlot(t *testing.T) {
 func TestShardsSpreadOperations(t *testing.T) {
 	s := &Store{cfg: defaultConfig()}
 	seen := map[int]int{}
-	for i := 0; i < 1600; i++ {
+	for i := range 1600 {
 		seen[s.shardOf(fmt.Sprintf("pix:order-%d", i))]++
 	}
 	if len(seen) != DefaultShards {
@@ -138,7 +138,7 @@ func TestTwoStoresOneRedis(t *testing.T) {
 	const ops = 50
 	var wg sync.WaitGroup
 	results := make([][2]error, ops)
-	for i := 0; i < ops; i++ {
+	for i := range ops {
 		for j, s := range []*Store{s1, s2} {
 			wg.Add(1)
 			go func(i, j int, s *Store) {
@@ -176,12 +176,12 @@ func TestScriptsAreIdempotentUnderResend(t *testing.T) {
 	ctx := context.Background()
 	id := "resend"
 	keys := s.scriptKeys(id)
-	createArgs := []interface{}{"nonce-c", id, "k", "pix", "fp", "pending", 0, "", "", "", "", "", "", "w", time.Minute.Microseconds(), s.cfg.retention.Milliseconds()}
+	createArgs := []any{"nonce-c", id, "k", "pix", "fp", "pending", 0, "", "", "", "", "", "", "w", time.Minute.Microseconds(), s.cfg.retention.Milliseconds()}
 	createSent := map[string]string{"op": id, "key": "k", "kind": "pix", "fp": "fp", "st": "pending", "ver": "1", "att": "0",
 		"fs": "", "ls": "", "rr": "", "res": "", "err": "", "meta": "", "lo": "w", "lt": "1"}
 	updateSent := map[string]string{"st": "unknown", "att": "1", "fs": "", "ls": "", "rr": "", "res": "", "err": "", "meta": "", "fp": "fp"}
 	var first scriptReply
-	for i := 0; i < 2; i++ {
+	for i := range 2 {
 		r, err := s.eval(ctx, "create", id, createSent, createScript, true, keys, createArgs...)
 		if err != nil || r.status != "ok" {
 			t.Fatalf("create run %d: status %q, %v; want ok", i, r.status, err)
@@ -193,16 +193,16 @@ func TestScriptsAreIdempotentUnderResend(t *testing.T) {
 		}
 	}
 	// Another call (another nonce) is refused as usual.
-	if r, _ := s.eval(ctx, "create", id, createSent, createScript, true, keys, append([]interface{}{"nonce-other"}, createArgs[1:]...)...); r.status != "exists" {
+	if r, _ := s.eval(ctx, "create", id, createSent, createScript, true, keys, append([]any{"nonce-other"}, createArgs[1:]...)...); r.status != "exists" {
 		t.Fatalf("create with another nonce: %q, want exists", r.status)
 	}
-	for i := 0; i < 2; i++ {
+	for i := range 2 {
 		r, err := s.eval(ctx, "acquire", id, nil, acquireScript, true, keys, "nonce-a", "w", time.Minute.Microseconds())
 		if err != nil || r.status != "ok" || r.rec.LeaseToken != 2 {
 			t.Fatalf("acquire run %d: status %q token %d, %v; want ok with token 2", i, r.status, r.rec.LeaseToken, err)
 		}
 	}
-	for i := 0; i < 2; i++ {
+	for i := range 2 {
 		r, err := s.eval(ctx, "update", id, updateSent, updateScript, true, keys,
 			"nonce-u", 1, 2, "unknown", 1, "", "", "", "", "", "", "fp", s.cfg.retention.Milliseconds(), s.recordPrefix(s.shardOf(id)))
 		if err != nil || r.status != "ok" || r.rec.Version != 2 || r.rec.State != keystore.StateUnknown {
@@ -341,7 +341,7 @@ func TestListPrefixPages(t *testing.T) {
 	s.cfg.listPage = 3
 	ctx := context.Background()
 	var want []string
-	for i := 0; i < 20; i++ {
+	for i := range 20 {
 		if _, err := s.Create(ctx, keystore.Record{OperationID: fmt.Sprintf("other/%02d", i)}, "w", time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -357,10 +357,7 @@ func TestListPrefixPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := limit
-		if n > len(want) {
-			n = len(want)
-		}
+		n := min(limit, len(want))
 		var ids []string
 		for _, r := range got {
 			ids = append(ids, r.OperationID)

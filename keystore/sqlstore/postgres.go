@@ -66,7 +66,7 @@ func (s *Store) selectNow(ctx context.Context, id string) (row, int64, bool, err
 
 func (s *Store) pgCreate(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
 	r := newRow(rec, owner, ttl, 0)
-	for i := 0; i < casRetries; i++ {
+	for range casRetries {
 		got, err := s.pgQueryRow(ctx, r.id, "create", s.q.pgCreate, []any{r.id, r.key, r.kind, r.fingerprint, r.state,
 			r.attempts, r.firstSent, r.lastSent, r.resultRef, nilIfEmpty(r.result), r.errText, nilIfEmpty(r.meta),
 			owner, ttlMillis(ttl)})
@@ -94,7 +94,7 @@ func (s *Store) pgCreate(ctx context.Context, rec keystore.Record, owner string,
 // match now, so the statement is tried again).
 func (s *Store) pgCAS(ctx context.Context, what, id, query string, args []any, decide func(cur row, now int64) error) (keystore.Record, error) {
 	var lastErr error
-	for i := 0; i < casRetries; i++ {
+	for range casRetries {
 		got, err := s.pgQueryRow(ctx, id, what, query, args)
 		if err == nil {
 			return got.record(), nil

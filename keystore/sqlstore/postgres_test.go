@@ -27,11 +27,11 @@ func TestPostgresTwoProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	stores := []*sqlstore.Store{sa, sb}
-	for round := 0; round < 3; round++ {
+	for round := range 3 {
 		id := fmt.Sprintf("order-%d", round)
 		var wg sync.WaitGroup
 		errs := make(chan error, 32)
-		for i := 0; i < 32; i++ {
+		for i := range 32 {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
@@ -62,12 +62,10 @@ func TestPostgresMigrateConcurrently(t *testing.T) {
 	s := newPostgres(t, db) // migrated once
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range 8 {
+		wg.Go(func() {
 			errs <- s.Migrate(context.Background())
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -127,7 +125,7 @@ func TestPostgresConnectionsKilled(t *testing.T) {
 		t.Fatal("no connection of the store to terminate")
 	}
 	var lastErr error
-	for attempt := 0; attempt < 10; attempt++ {
+	for range 10 {
 		_, lastErr = s.Create(ctx, rec("after"), "w", time.Minute)
 		if lastErr == nil || errors.Is(lastErr, keystore.ErrExists) {
 			lastErr = nil
@@ -198,7 +196,7 @@ func TestPostgresDatabaseGoneAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err2 error
-	for attempt := 0; attempt < 10; attempt++ {
+	for range 10 {
 		if err2 = s.Migrate(ctx); err2 == nil {
 			break
 		}

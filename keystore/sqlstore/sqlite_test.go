@@ -117,7 +117,7 @@ func TestSQLiteCloseDrains(t *testing.T) {
 	start := make(chan struct{})
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
+	for i := range n {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -172,12 +172,12 @@ func TestSQLiteTwoProcesses(t *testing.T) {
 		}
 		stores[i] = s
 	}
-	for round := 0; round < 5; round++ {
+	for round := range 5 {
 		id := fmt.Sprintf("order-%d", round)
 		const per = 16
 		var wg sync.WaitGroup
 		results := make(chan error, 2*per)
-		for i := 0; i < 2*per; i++ {
+		for i := range 2 * per {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()

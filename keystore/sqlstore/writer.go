@@ -147,7 +147,7 @@ func (w *writer) close() {
 // that one is sent while another waits for its commit.
 func (w *writer) start(n int) {
 	w.done.Add(n)
-	for i := 0; i < n; i++ {
+	for range n {
 		go w.run()
 	}
 }

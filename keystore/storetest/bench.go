@@ -3,7 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -64,7 +64,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) keystore.Store) {
 	if len(lat) == 0 || elapsed <= 0 {
 		return
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	slices.Sort(lat)
 	p99 := lat[(len(lat)*99+99)/100-1]
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
 	b.ReportMetric(float64(p99)/float64(time.Millisecond), "p99-ms")

@@ -67,7 +67,7 @@ func testDeleteExpired(t *testing.T, s keystore.Store) {
 }
 
 func testDeleteLimit(t *testing.T, s keystore.Store) {
-	for i := 0; i < 5; i++ {
+	for i := range 5 {
 		settle(t, s, fmt.Sprintf("lim/s%d", i), keystore.StateSucceeded)
 		settle(t, s, fmt.Sprintf("lim/u%d", i), keystore.StateUnknown)
 	}

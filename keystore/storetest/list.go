@@ -146,7 +146,7 @@ func testListDefaultLimit(t *testing.T, s keystore.Store) {
 	const n = 120
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	for w := 0; w < 8; w++ {
+	for w := range 8 {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()

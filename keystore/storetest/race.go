@@ -25,7 +25,7 @@ func race(n int, fn func(i int) (keystore.Record, error)) []outcome {
 	start := make(chan struct{})
 	out := make([]outcome, n)
 	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
+	for i := range n {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -137,7 +137,7 @@ func testRaceCounter(t *testing.T, s keystore.Store) {
 	defer cancel()
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for w := range workers {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
@@ -190,7 +190,7 @@ func testRaceDistinct(t *testing.T, s keystore.Store) {
 	const per = 4
 	outs := race(goroutines, func(i int) (keystore.Record, error) {
 		var last keystore.Record
-		for j := 0; j < per; j++ {
+		for j := range per {
 			id := fmt.Sprintf("many/%02d/%d", i, j)
 			rec, err := s.Create(context.Background(), newRecord(id), "w", longTTL)
 			if err != nil {

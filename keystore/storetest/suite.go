@@ -94,7 +94,6 @@ func Run(t *testing.T, newStore func(t *testing.T) keystore.Store) {
 		{"Race/ManyDistinctCreates", testRaceDistinct},
 	}
 	for _, c := range cases {
-		c := c
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.fn(t, newStore(t))

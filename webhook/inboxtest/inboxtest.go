@@ -63,7 +63,7 @@ func ctx(t *testing.T) context.Context {
 func newRec(key, entity string) webhook.Record {
 	return webhook.Record{
 		Key: key, Event: "TRANSACTION_PAID", Entity: entity, EnvelopeID: "env-" + key,
-		Payload: []byte(fmt.Sprintf(`{"id":"env-%s","event":"TRANSACTION_PAID","data":{"transaction":{"id":%q}}}`, key, entity)),
+		Payload: fmt.Appendf(nil, `{"id":"env-%s","event":"TRANSACTION_PAID","data":{"transaction":{"id":%q}}}`, key, entity),
 	}
 }
 
@@ -167,10 +167,8 @@ func testInsertConcurrent(t *testing.T, s webhook.Store) {
 	var mu sync.Mutex
 	inserted := 0
 	errs := make(chan error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range n {
+		wg.Go(func() {
 			_, ins, err := s.Insert(ctx(t), newRec("k", "sale:1"), t0)
 			if err != nil {
 				errs <- err
@@ -181,7 +179,7 @@ func testInsertConcurrent(t *testing.T, s webhook.Store) {
 				inserted++
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -282,7 +280,7 @@ func testConcurrentClaims(t *testing.T, s webhook.Store) {
 	if got := raceClaims(t, s, n, func(i int) string { return "k" }); got != 1 {
 		t.Errorf("%d concurrent Claims of one event: %d succeeded, want 1", n, got)
 	}
-	for i := 0; i < n; i++ {
+	for i := range n {
 		insert(t, s, fmt.Sprintf("e%d", i), "subscription:9", t0)
 	}
 	if got := raceClaims(t, s, n, func(i int) string { return fmt.Sprintf("e%d", i) }); got != 1 {
@@ -295,7 +293,7 @@ func raceClaims(t *testing.T, s webhook.Store, n int, key func(int) string) int 
 	var mu sync.Mutex
 	ok := 0
 	start := make(chan struct{})
-	for i := 0; i < n; i++ {
+	for i := range n {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -507,7 +505,7 @@ func testRetry(t *testing.T, s webhook.Store) {
 }
 
 func testDeleteExpired(t *testing.T, s webhook.Store) {
-	for i := 0; i < 5; i++ {
+	for i := range 5 {
 		k := fmt.Sprintf("p%d", i)
 		insert(t, s, k, "sale:"+k, t0)
 		complete(t, s, claim(t, s, k, t0), webhook.Outcome{State: webhook.StateProcessed}, t0.Add(time.Duration(i)*time.Hour))

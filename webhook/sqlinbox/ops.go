@@ -61,7 +61,7 @@ func (s *Store) Claim(ctx context.Context, key, owner string, now time.Time, ttl
 		return webhook.Record{}, err
 	}
 	args := []any{key, owner, micros(now), micros(now.Add(ttl))}
-	for i := 0; i < casRetries; i++ {
+	for range casRetries {
 		var got webhook.Record
 		var err error
 		if s.dialect == Postgres {

@@ -67,7 +67,6 @@ func TestPostgresEntityExclusionUnderRepeatableRead(t *testing.T) {
 	}
 	errs := make(chan error, 2)
 	for _, k := range []string{"A", "B"} {
-		k := k
 		go func() {
 			_, err := s.Claim(ctx, k, "owner-"+k, time.Now(), time.Minute)
 			errs <- err
