@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +83,10 @@ type Client struct {
 	maxOpAge     time.Duration
 	owner        string // lease owner name of this client instance
 	calls        atomic.Uint64
+
+	srvClock serverClock // the API's clock, from its Date headers (rule 12)
+	shapes   shapes      // what the API's own answers taught about its shapes
+	orphans  orphanLeases
 }
 
 // callOwner names one call's lease: each call is its own worker, so two
@@ -279,6 +282,10 @@ type response struct {
 	body      []byte
 	requestID string
 	replayed  bool
+
+	// Non-2xx: the error body as wire.APIError reads it.
+	code, message string
+	apiOwn        bool
 }
 
 // sendError is a transport failure; written tells whether any byte of the
@@ -293,25 +300,43 @@ func (e *sendError) Unwrap() error { return e.err }
 
 const maxResponseBody = 4 << 20
 
+// url is the API URL of path (relative to the base URL) with query.
+func (c *Client) url(path string, query url.Values) *url.URL {
+	u := *c.base
+	u.Path = strings.TrimRight(c.base.Path, "/") + path
+	u.RawPath = ""
+	if query != nil {
+		u.RawQuery = query.Encode()
+	}
+	return &u
+}
+
 // send performs exactly one HTTP request. The request is built so that
 // net/http cannot resend it on its own (SAFETY rule 2): GetBody is nil, so
 // Request.isReplayable is false even with an Idempotency-Key header.
-func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte, key string) (*response, error) {
-	token, err := c.tokens.Token(ctx)
+func (c *Client) send(ctx context.Context, method string, u *url.URL, body []byte, key string) (*response, error) {
+	token, err := c.token(ctx)
 	if err != nil {
-		return nil, &sendError{err: fmt.Errorf("pagpolar: token source: %w", err)}
+		return nil, &sendError{err: err}
 	}
-	return c.sendWith(ctx, token, method, path, query, body, key)
+	return c.sendWith(ctx, token, method, u, body, key)
+}
+
+// token fetches a token within one attempt's time: a token source that
+// hangs must not hold a lease past its renewal.
+func (c *Client) token(ctx context.Context) (string, error) {
+	tctx, cancel := context.WithTimeout(ctx, c.policy.AttemptTimeout)
+	defer cancel()
+	tok, err := c.tokens.Token(tctx)
+	if err != nil {
+		return "", fmt.Errorf("pagpolar: token source: %w", err)
+	}
+	return tok, nil
 }
 
 // sendWith is send with a token fetched beforehand (money requests fetch it
 // before their lease check, so a slow token source cannot outlive a lease).
-func (c *Client) sendWith(ctx context.Context, token, method, path string, query url.Values, body []byte, key string) (*response, error) {
-	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + path
-	if query != nil {
-		u.RawQuery = query.Encode()
-	}
+func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL, body []byte, key string) (*response, error) {
 	var rd io.Reader
 	if body != nil {
 		// A plain io.Reader wrapper: http.NewRequest does not recognise it, so
@@ -356,34 +381,36 @@ func (c *Client) sendWith(ctx context.Context, token, method, path string, query
 		// some way we cannot read. Ambiguous.
 		return nil, &sendError{err: fmt.Errorf("pagpolar: reading response (status %d): %w", resp.StatusCode, redact(err, token)), written: true}
 	}
-	return &response{
+	r := &response{
 		status:    resp.StatusCode,
 		header:    resp.Header,
 		body:      b,
 		requestID: resp.Header.Get(wire.HeaderRequestID),
 		replayed:  strings.EqualFold(resp.Header.Get(wire.HeaderReplayed), "true"),
-	}, nil
+	}
+	if r.status >= 300 {
+		r.code, r.message, r.apiOwn = wire.APIError(resp.Header.Get("Content-Type"), b)
+	}
+	if r.status >= 200 && r.status < 300 || r.apiOwn {
+		// Only the API's own answers measure its clock: a gateway's page may
+		// carry the gateway's.
+		c.srvClock.observe(resp.Header, c.clock.Now())
+	}
+	return r, nil
 }
 
 // apiError builds the typed error of a non-2xx response.
-func (c *Client) apiError(ctx context.Context, r *response, key string) *APIError {
-	e := &APIError{StatusCode: r.status, RequestID: r.requestID, Key: key}
+func (c *Client) apiError(r *response, key, token string) *APIError {
+	e := &APIError{StatusCode: r.status, RequestID: r.requestID, Key: key, Code: r.code, Message: r.message, FromAPI: r.apiOwn}
 	raw := string(r.body)
-	if tok, err := c.tokens.Token(ctx); err == nil && tok != "" {
-		raw = strings.ReplaceAll(raw, tok, "[redacted]")
+	if token != "" {
+		raw = strings.ReplaceAll(raw, token, "[redacted]")
+		e.Message = strings.ReplaceAll(e.Message, token, "[redacted]")
 	}
 	if len(raw) > 4096 {
 		raw = raw[:4096]
 	}
 	e.Raw = raw
-	var we wire.Error
-	if json.Unmarshal(r.body, &we) == nil {
-		e.Code, e.Message = we.Code, we.Message
-		// Only a body with the API's error code counts as the API's own:
-		// gateways (AWS API Gateway, Kong, ...) also answer JSON with a
-		// "message", and their 503 must not be read as "not processed".
-		e.FromAPI = we.Code != ""
-	}
 	return e
 }
 
@@ -394,7 +421,9 @@ func redact(err error, token string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), token, "[redacted]"))
 }
 
-// retryAfter parses a Retry-After header in seconds or HTTP date.
+// retryAfter parses a Retry-After header in seconds or as an HTTP date; a
+// date is read against the answer's own Date header, so the client's clock
+// plays no part (it may be minutes off).
 func (c *Client) retryAfter(h http.Header) time.Duration {
 	v := h.Get(wire.HeaderRetryAfter)
 	if v == "" {
@@ -403,56 +432,86 @@ func (c *Client) retryAfter(h http.Header) time.Duration {
 	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
 		return time.Duration(s) * time.Second
 	}
-	if t, err := http.ParseTime(v); err == nil {
-		return t.Sub(c.clock.Now())
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
 	}
-	return 0
+	if d, err := http.ParseTime(h.Get("Date")); err == nil {
+		return t.Sub(d)
+	}
+	return t.Sub(c.clock.Now())
 }
 
-// get performs a read with retries: reads have no effect, so they are
-// retried on transport errors, 429 and 5xx within the policy's attempts.
-func (c *Client) get(ctx context.Context, path string, query url.Values, out any) (*response, error) {
-	return c.getN(ctx, path, query, out, c.policy.MaxAttempts)
-}
-
-// getN is get with at most maxAttempts attempts.
-func (c *Client) getN(ctx context.Context, path string, query url.Values, out any, maxAttempts int) (*response, error) {
-	bo := c.policy.NewBackOff()
+// getN performs a read with at most maxAttempts attempts: reads have no
+// effect, so they are retried on transport errors, 429 and 5xx (within the
+// retry budget). A non-2xx answer that is not retried is an *APIError.
+func (c *Client) getN(ctx context.Context, u *url.URL, maxAttempts int) (*response, error) {
+	var bo BackOff
 	var last error
 	for attempt := 1; ; attempt++ {
-		r, err := c.send(ctx, http.MethodGet, path, query, nil, "")
+		token, err := c.token(ctx)
+		var r *response
+		if err == nil {
+			r, err = c.sendWith(ctx, token, http.MethodGet, u, nil, "")
+		}
 		var retryAfter time.Duration
 		switch {
 		case err != nil:
 			last = err
 		case r.status >= 200 && r.status < 300:
 			c.budget.onAnswer()
-			if out != nil {
-				if err := json.Unmarshal(r.body, out); err != nil {
-					return r, fmt.Errorf("pagpolar: decoding %s response: %w", path, err)
-				}
-			}
 			return r, nil
 		case r.status == 429 || r.status >= 500:
-			last = c.apiError(ctx, r, "")
+			last = c.apiError(r, "", token)
 			retryAfter = c.retryAfter(r.header)
 		default:
 			c.budget.onAnswer()
-			return r, c.apiError(ctx, r, "")
+			return r, c.apiError(r, "", token)
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", path, ctx.Err(), last)
+			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", u.Path, ctx.Err(), last)
 		}
 		if attempt >= maxAttempts {
-			return nil, fmt.Errorf("pagpolar: GET %s failed after %d attempt(s): %w", path, attempt, last)
+			return nil, fmt.Errorf("pagpolar: GET %s failed after %d attempt(s): %w", u.Path, attempt, last)
 		}
 		if !c.budget.takeRetry() {
-			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %w)", path, ErrBudgetExhausted, last)
+			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %w)", u.Path, ErrBudgetExhausted, last)
+		}
+		if bo == nil {
+			bo = c.policy.NewBackOff()
 		}
 		w := c.policy.nextWait(bo, retryAfter)
-		c.emit(ctx, Event{Kind: EventWait, Path: path, Attempt: attempt, Wait: w, Err: last})
+		c.emit(ctx, Event{Kind: EventWait, Path: u.Path, Attempt: attempt, Wait: w, Err: last})
 		if err := sleep(ctx, c.clock, w); err != nil {
-			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", path, err, last)
+			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", u.Path, err, last)
 		}
 	}
+}
+
+// getObject reads one object (GET path) with the policy's attempts.
+func (c *Client) getObject(ctx context.Context, kind effectKind, path string) (effect, error) {
+	r, err := c.getN(ctx, c.url(path, nil), c.policy.MaxAttempts)
+	if err != nil {
+		return effect{}, err
+	}
+	e, err := readEffect(kind, r.body)
+	if err != nil {
+		return effect{}, fmt.Errorf("pagpolar: GET %s: %w", path, err)
+	}
+	return e, nil
+}
+
+// listAll reads every page of a list (GET path?query) with the policy's
+// attempts per page. A list the SDK cannot read whole is an error wrapping
+// ErrIncompleteList, with the items it did read.
+func (c *Client) listAll(ctx context.Context, kind effectKind, path string, q url.Values) ([]effect, error) {
+	items, complete, why, err := c.readList(ctx, path, q, c.policy.MaxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	effs := readEffects(kind, items)
+	if !complete {
+		return effs, fmt.Errorf("pagpolar: GET %s: %w: %s", path, ErrIncompleteList, why)
+	}
+	return effs, nil
 }

@@ -68,6 +68,15 @@ var (
 	// worker took it over; this worker stopped before sending again.
 	ErrLeaseLost = errors.New("pagpolar: lease on operation lost")
 
+	// ErrRefused: the API recorded the operation and refused it (a refund
+	// or plan change in a failed or rejected state). The operation failed; a
+	// new attempt needs a new operation ID.
+	ErrRefused = errors.New("pagpolar: refused")
+
+	// ErrIncompleteList: a list answer holds paging the SDK cannot follow
+	// (or more pages than it reads), so what was read may not be all.
+	ErrIncompleteList = errors.New("pagpolar: list could not be read whole")
+
 	// ErrOperationTooOld: the operation is older than the client's
 	// MaxOperationAge, so it is settled but not resent (SAFETY rule 6).
 	ErrOperationTooOld = errors.New("pagpolar: operation too old to send again")

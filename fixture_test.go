@@ -22,18 +22,18 @@ const (
 
 func testPolicy() RetryPolicy {
 	return RetryPolicy{
-		MaxAttempts:       6,
-		NewBackOff:        Exponential(5*time.Millisecond, 40*time.Millisecond),
-		MaxRetryAfter:     20 * time.Millisecond,
-		AttemptTimeout:    2 * time.Second,
-		ProcessingWindow:  testWindow,
-		WindowMargin:      50 * time.Millisecond,
-		SettleDelay:       60 * time.Millisecond,
-		LookupInterval:    20 * time.Millisecond,
-		MaxSettleWait:     5 * time.Second,
-		LeaseTTL:          4 * time.Second,
-		LeaseWaitInterval: 5 * time.Millisecond,
-		ClockSkew:         time.Millisecond,
+		MaxAttempts:          6,
+		NewBackOff:           Exponential(5*time.Millisecond, 40*time.Millisecond),
+		MaxRetryAfter:        20 * time.Millisecond,
+		AttemptTimeout:       2 * time.Second,
+		ProcessingWindow:     testWindow,
+		WindowMargin:         50 * time.Millisecond,
+		SettleDelay:          60 * time.Millisecond,
+		LookupInterval:       20 * time.Millisecond,
+		MaxSettleWait:        5 * time.Second,
+		LeaseTTL:             4 * time.Second,
+		LeaseWaitInterval:    5 * time.Millisecond,
+		ServerClockTolerance: time.Millisecond,
 	}
 }
 

@@ -2,9 +2,6 @@ package pagpolar
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +9,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/pagpolar/pagpolar-go/internal/wire"
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
+
+// The engine: one business operation under docs/SAFETY.md. run records the
+// operation (rule 1) and leases it (rule 9); sendLoop sends and acts on the
+// classification of each answer (classify.go; rules 2–4, 7); settle looks
+// an ambiguous attempt up and attributes what it finds (lookup.go and
+// attribute.go; rules 5, 11, 12) before anything is sent again.
 
 // Source says how a result was obtained.
 type Source string
@@ -53,22 +57,6 @@ func (c *Client) idempotencyKey(opID string) string {
 // API scopes keys by credential.
 func (c *Client) storeID(opID string) string { return c.credentialID + "/" + opID }
 
-// opMeta is what the engine keeps in Record.Meta: enough to look the
-// operation's effect up after a crash, and nothing personal.
-type opMeta struct {
-	Path              string    `json:"path"`
-	ExternalReference string    `json:"external_reference,omitempty"`
-	OfferID           string    `json:"offer_id,omitempty"`
-	Method            string    `json:"method,omitempty"`
-	Amount            int64     `json:"amount,omitempty"`
-	SaleID            string    `json:"sale_id,omitempty"`
-	SubscriptionID    string    `json:"subscription_id,omitempty"`
-	Snapshot          []string  `json:"snapshot,omitempty"` // effect IDs that existed before the first send (refunds, plan changes)
-	Snapshotted       bool      `json:"snapshotted,omitempty"`
-	TrustAfter        time.Time `json:"trust_after"` // a "not found" lookup is conclusive after this time
-	SharedFrom        time.Time `json:"shared_from"` // a 409 showed another sender of our key; its effects since then are ours
-}
-
 // opSpec is one call's operation.
 type opSpec struct {
 	kind string
@@ -79,204 +67,11 @@ type opSpec struct {
 	meta opMeta
 }
 
-// fingerprint returns "v1:<sha256 of public fields>[:<hmac of private fields>]".
-// Only the public part is compared when the stored or the new fingerprint has
-// no private part, so enabling the secret later does not break old records.
-func (c *Client) fingerprint(public, private []string) string {
-	h := sha256.New()
-	for _, f := range public {
-		fmt.Fprintf(h, "%d:%s|", len(f), f)
-	}
-	fp := "v1:" + hex.EncodeToString(h.Sum(nil))
-	if len(c.fpSecret) > 0 {
-		m := hmac.New(sha256.New, c.fpSecret)
-		for _, f := range private {
-			fmt.Fprintf(m, "%d:%s|", len(f), f)
-		}
-		fp += ":" + hex.EncodeToString(m.Sum(nil))
-	}
-	return fp
-}
-
-func sameFingerprint(a, b string) bool {
-	if a == b {
-		return true
-	}
-	pa, pb := a, b
-	if len(pa) > 67 {
-		pa = pa[:67]
-	}
-	if len(pb) > 67 {
-		pb = pb[:67]
-	}
-	// One side lacks the private part: compare the public parts only.
-	if (len(a) == 67 || len(b) == 67) && pa == pb {
-		return true
-	}
-	return false
-}
-
-// classification of one attempt's answer (SAFETY rules 3–5).
-type verdict int
-
-const (
-	vSuccess      verdict = iota // 2xx
-	vFailed                      // definite 4xx: settled failed
-	vNotExecuted                 // definite, nothing processed, not worth resending now (401/403)
-	vRetry                       // definitely not processed: resend same key after backoff (429, API 503, dial)
-	vAmbiguousEnd                // ambiguous, but the original has ended (we got its 5xx answer)
-	vAmbiguous                   // ambiguous and the original may still be running (timeout, lost connection)
-	vInProgress                  // 409: a request with this key is running right now
-)
-
-func classify(r *response, err error, fromAPI bool) (verdict, string) {
-	if err != nil {
-		var se *sendError
-		if errors.As(err, &se) && !se.written {
-			return vRetry, "not-sent"
-		}
-		return vAmbiguous, "transport"
-	}
-	switch s := r.status; {
-	case s >= 200 && s < 300:
-		return vSuccess, ""
-	case s == http.StatusConflict:
-		return vInProgress, "409"
-	case s == http.StatusTooManyRequests:
-		return vRetry, "429"
-	case s == http.StatusServiceUnavailable && fromAPI:
-		return vRetry, "503"
-	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		return vNotExecuted, fmt.Sprint(s)
-	case s >= 400 && s < 500:
-		return vFailed, fmt.Sprint(s)
-	case s >= 500 && fromAPI:
-		// The API's own error body: the request it answered has ended.
-		return vAmbiguousEnd, fmt.Sprint(s)
-	default:
-		// An intermediary's 502/503/504 page (the API may still be working
-		// on the request behind it), or a 1xx/3xx oddity.
-		return vAmbiguous, fmt.Sprint(s)
-	}
-}
-
-// lookupOutcome is what a settle lookup found.
-type lookupOutcome struct {
-	kind   lookupKind
-	ref    string
-	value  any // the typed result (Sale, Refund, ...) when found
-	reason string
-}
-
-type lookupKind int
-
-const (
-	lookupNotFound lookupKind = iota
-	lookupSucceeded
-	lookupFailed
-	lookupUnclear     // an effect exists in a status we do not understand
-	lookupUnsupported // no reliable lookup for this route
-)
-
 // settled is what run returns: the final record and how it was obtained.
 type settled struct {
 	rec   keystore.Record
 	op    Operation
 	value any // the typed result when this call obtained it (nil: decode rec.Result)
-}
-
-// run executes one operation under SAFETY.md. It returns the settled record
-// (State succeeded, with Result) or an error:
-//   - *ValidationError / ErrParamsMismatch (nothing sent),
-//   - ErrStoreUnavailable (nothing sent),
-//   - *APIError for definite failures (declined, 4xx),
-//   - *OutcomeUnknownError (record left unknown),
-//   - ErrInProgress / ErrLeaseLost (another worker holds the operation),
-//   - ErrBudgetExhausted, ErrRateLimited, ErrUnavailable (not executed).
-func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
-	p := c.policy
-	now := c.clock.Now()
-	meta := s.meta
-	meta.Path = s.path
-	needSnapshot := s.kind == kindRefund || s.kind == kindPlanChange
-	rec := keystore.Record{
-		OperationID: c.storeID(s.id),
-		Key:         c.idempotencyKey(s.id),
-		Kind:        s.kind,
-		Fingerprint: s.fp,
-		State:       keystore.StatePending,
-	}
-	if !needSnapshot {
-		// Saved as "about to be sent": a crash before the send leaves an
-		// ambiguous-looking record that a lookup settles; it never hides a send.
-		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
-		meta.TrustAfter = now.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
-	}
-
-	e := &exec{c: c, s: s, meta: meta, owner: c.callOwner()}
-	rec.Meta = e.encodeMeta()
-	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
-	fresh := false
-	switch {
-	case err == nil:
-		fresh = true
-		e.rec = created
-		e.leaseAt = now
-	case errors.Is(err, keystore.ErrExists):
-		if !sameFingerprint(created.Fingerprint, s.fp) {
-			return nil, &OperationError{OperationID: s.id, Key: created.Key, State: string(created.State),
-				Err: fmt.Errorf("%w: operation %q is recorded with other params; use a new operation ID for a different charge", ErrParamsMismatch, s.id)}
-		}
-		if created.State.Terminal() {
-			return c.fromRecord(s.id, created)
-		}
-		got, done, err := c.acquire(ctx, created.OperationID, s.id, e.owner)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return c.fromRecord(s.id, got)
-		}
-		e.rec = got
-		e.leaseAt = c.clock.Now()
-		if err := json.Unmarshal(got.Meta, &e.meta); err != nil {
-			return nil, fmt.Errorf("pagpolar: operation %q: corrupt record meta: %w", s.id, err)
-		}
-	default:
-		return nil, &OperationError{OperationID: s.id, Key: rec.Key, State: "not recorded",
-			Err: fmt.Errorf("%w: nothing was sent: %w", ErrStoreUnavailable, err)}
-	}
-	defer e.release()
-
-	if fresh && needSnapshot {
-		if err := e.snapshot(ctx); err != nil {
-			return nil, err
-		}
-		return e.sendLoop(ctx, true)
-	}
-	if fresh {
-		return e.sendLoop(ctx, false)
-	}
-	switch e.rec.State {
-	case keystore.StateNotExecuted:
-		return e.sendLoop(ctx, true)
-	case keystore.StatePending:
-		if e.rec.Attempts == 0 {
-			if needSnapshot && !e.meta.Snapshotted {
-				if err := e.snapshot(ctx); err != nil {
-					return nil, err
-				}
-			}
-			return e.sendLoop(ctx, true)
-		}
-		// Left by a crash or a worker that lost its lease mid-flight.
-		if e.meta.TrustAfter.IsZero() {
-			e.meta.TrustAfter = e.rec.LastSentAt.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
-		}
-		return e.settle(ctx, true, true)
-	default: // unknown
-		return e.settle(ctx, true, true)
-	}
 }
 
 // exec carries one call's state through the send and settle loops.
@@ -288,28 +83,156 @@ type exec struct {
 	retries int // resends this call decided
 	lastReq string
 	owner   string    // this call's lease owner
-	saw2xx  bool      // an unverifiable 2xx answered our key: never conclude "not executed"
 	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
 
 	// metaJSON is e.meta as last written; savedMeta the value it encodes.
-	// Most saves do not change the meta, and re-encoding it is a measurable
-	// share of a charge's cost.
 	metaJSON  []byte
 	savedMeta opMeta
 }
 
-func (m opMeta) equal(o opMeta) bool {
-	if m.Path != o.Path || m.ExternalReference != o.ExternalReference || m.OfferID != o.OfferID || m.Method != o.Method ||
-		m.Amount != o.Amount || m.SaleID != o.SaleID || m.SubscriptionID != o.SubscriptionID || m.Snapshotted != o.Snapshotted ||
-		!m.TrustAfter.Equal(o.TrustAfter) || !m.SharedFrom.Equal(o.SharedFrom) || len(m.Snapshot) != len(o.Snapshot) {
-		return false
+// run executes one operation. It returns the settled record (State
+// succeeded, with Result) or an error:
+//   - *ValidationError / ErrParamsMismatch (nothing sent),
+//   - ErrStoreUnavailable (nothing sent),
+//   - *APIError, ErrDeclined, ErrRefused for definite failures,
+//   - *OutcomeUnknownError (record left unknown),
+//   - ErrInProgress / ErrLeaseLost (another worker holds the operation),
+//   - ErrBudgetExhausted, ErrRateLimited, ErrUnavailable (not executed).
+func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
+	p := c.policy
+	now := c.clock.Now()
+	e := &exec{c: c, s: s, meta: s.meta, owner: c.callOwner()}
+	e.meta.Path = s.path
+	rec := keystore.Record{
+		OperationID: c.storeID(s.id),
+		Key:         c.idempotencyKey(s.id),
+		Kind:        s.kind,
+		Fingerprint: s.fp,
+		State:       keystore.StatePending,
 	}
-	for i := range m.Snapshot {
-		if m.Snapshot[i] != o.Snapshot[i] {
-			return false
+	// A charge whose first send can be placed on the API's clock is saved
+	// as "about to be sent" at once (one write before the send; a crash
+	// before the send leaves an ambiguous-looking record that a lookup
+	// settles). Otherwise a snapshot comes first.
+	floor, haveFloor := c.srvClock.floor(now)
+	snapFirst := e.wantsSnapshot(haveFloor)
+	if !snapFirst {
+		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
+		e.meta.Floor = floor
+		e.meta.TrustAfter = now.Add(p.trustDelay())
+	}
+	rec.Meta = e.encodeMeta()
+	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
+	switch {
+	case err == nil:
+		e.rec, e.leaseAt = created, now
+		defer e.release()
+		if snapFirst {
+			return e.firstSend(ctx)
+		}
+		return e.sendLoop(ctx, false)
+	case errors.Is(err, keystore.ErrExists):
+		return e.existing(ctx, created)
+	}
+	return nil, e.createFailed(ctx, rec, err)
+}
+
+// wantsSnapshot: refunds and plan changes always take a snapshot before a
+// series of attempts; other kinds when their first send cannot be placed
+// on the API's clock (no recent Date header) or the API's effects carry no
+// usable creation time, so that earlier effects are excluded by ID.
+func (e *exec) wantsSnapshot(haveFloor bool) bool {
+	return needsSnapshot(e.s.kind) || !haveFloor || e.c.shapes.timesUnusable()
+}
+
+// createFailed handles a Create that did not say "created" or "exists".
+// Its reply may have been lost after the record was written: then the
+// record holds this call's lease for a whole TTL although nothing was
+// sent. Re-read it; if it is ours, release it (nothing was sent, and its
+// durability was not confirmed); if the store cannot be read either,
+// remember the lease so that the next call of this client can take it back.
+func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error) error {
+	c := e.c
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	got, gerr := c.store.Get(gctx, rec.OperationID)
+	switch {
+	case gerr == nil && got.LeaseOwner == e.owner:
+		_ = c.store.Release(gctx, got.OperationID, got.LeaseToken)
+	case gerr != nil && !errors.Is(gerr, keystore.ErrNotFound):
+		c.orphans.add(rec.OperationID, e.owner)
+	}
+	return &OperationError{OperationID: e.s.id, Key: rec.Key, State: "not recorded",
+		Err: fmt.Errorf("%w: nothing was sent: %w", ErrStoreUnavailable, err)}
+}
+
+// existing continues an operation already in the store.
+func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, error) {
+	c, s := e.c, e.s
+	if !sameFingerprint(cur.Fingerprint, s.fp) {
+		return nil, paramsMismatch(s.id, cur)
+	}
+	if cur.State.Terminal() {
+		return c.fromRecord(s.id, cur)
+	}
+	got, done, err := c.acquire(ctx, cur.OperationID, s.id, e.owner)
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		return c.fromRecord(s.id, got)
+	}
+	e.rec, e.leaseAt = got, c.clock.Now()
+	defer e.release()
+	var m opMeta
+	if err := json.Unmarshal(got.Meta, &m); err != nil {
+		return nil, fmt.Errorf("pagpolar: operation %q: corrupt record meta: %w", s.id, err)
+	}
+	e.meta = m
+	e.metaJSON, e.savedMeta = append([]byte(nil), got.Meta...), m
+	switch {
+	case e.rec.State == keystore.StateNotExecuted:
+		// Proven not executed: every earlier attempt was unprocessed, so
+		// what they learned (snapshot, first send) is void.
+		e.meta.resetAttempts()
+		return e.firstSend(ctx)
+	case e.rec.State == keystore.StatePending && e.rec.Attempts == 0:
+		return e.firstSend(ctx)
+	case e.rec.State == keystore.StatePending && e.meta.TrustAfter.IsZero():
+		// Left by a crash or a worker that lost its lease mid-flight.
+		e.meta.TrustAfter = e.rec.LastSentAt.Add(c.policy.trustDelay())
+	}
+	return e.settle(ctx, true, true)
+}
+
+// firstSend starts a series of attempts: the snapshot first where one is
+// wanted (rule 11: never a refund or plan change without one), then the
+// send. An optional snapshot (a charge's, for want of a clock reference)
+// gets one attempt: it only makes a later lookup sharper, and even its
+// failed answer usually places the send on the API's clock.
+func (e *exec) firstSend(ctx context.Context) (*settled, error) {
+	e.rec.FirstSentAt = time.Time{}
+	_, haveFloor := e.c.srvClock.floor(e.c.clock.Now())
+	if e.wantsSnapshot(haveFloor) {
+		required := needsSnapshot(e.s.kind)
+		attempts := 1
+		if required {
+			attempts = e.c.policy.MaxAttempts
+		}
+		err := e.c.snapshot(ctx, e.s.kind, &e.meta, attempts)
+		switch {
+		case err != nil && required:
+			// Nothing sent; the record stays pending with 0 attempts (or
+			// not executed) and a later call takes the snapshot again.
+			return nil, e.opErr(fmt.Errorf("snapshot before the first send failed, nothing was sent: %w", err))
+		case required && !e.meta.Snapshotted:
+			return nil, e.opErr(fmt.Errorf("%w: the pre-send snapshot could not be read whole, so a lost answer could not be told from earlier effects; nothing was sent", ErrIncompleteList))
+		}
+		if err := e.holdLease(ctx); err != nil {
+			return nil, err
 		}
 	}
-	return true
+	return e.sendLoop(ctx, true)
 }
 
 func (e *exec) encodeMeta() []byte {
@@ -317,25 +240,17 @@ func (e *exec) encodeMeta() []byte {
 		e.metaJSON = mustJSON(e.meta)
 		e.savedMeta = e.meta
 		e.savedMeta.Snapshot = append([]string(nil), e.meta.Snapshot...)
+		e.savedMeta.Unclear = append([]string(nil), e.meta.Unclear...)
 	}
 	return e.metaJSON
 }
 
-// release gives the lease up when the call ends. A terminal record needs no
-// release: a worker waiting on it reads the outcome from the record even
-// while the lease is held, so the write is saved (it is one of three per
-// charge on a durable store).
-func (e *exec) release() {
-	if e.rec.State.Terminal() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = e.c.store.Release(ctx, e.rec.OperationID, e.rec.LeaseToken)
-}
-
 func (e *exec) op(src Source) Operation {
 	return Operation{ID: e.s.id, Key: e.rec.Key, Source: src, Attempts: e.rec.Attempts, RequestID: e.lastReq}
+}
+
+func (e *exec) opErr(err error) error {
+	return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: err}
 }
 
 // save writes the record with the lease token it holds (fencing). The
@@ -348,95 +263,35 @@ func (e *exec) save(ctx context.Context) error {
 	got, err := e.c.store.Update(sctx, e.rec)
 	if err != nil {
 		if errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrConflict) {
-			return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("%w: %w", ErrLeaseLost, err)}
+			return e.opErr(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 		}
-		return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, err)}
+		return e.opErr(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
 	e.rec = got
 	return nil
 }
 
-// renewIfAged extends the lease once a quarter of its TTL has passed since
-// this call last obtained it. A younger lease cannot have expired (that
-// would take a store clock running far ahead of ours), so the store write is
-// skipped; before a resend the fencing check itself is the save's Update,
-// which succeeds only with the current, unexpired lease (SAFETY rule 9).
-func (e *exec) renewIfAged(ctx context.Context) error {
-	if !e.leaseAt.IsZero() && e.c.clock.Now().Sub(e.leaseAt) < e.c.policy.LeaseTTL/4 {
-		return nil
-	}
-	return e.renew(ctx)
-}
-
-// renew checks and extends the lease (SAFETY rule 9).
-func (e *exec) renew(ctx context.Context) error {
-	now := e.c.clock.Now()
-	got, err := e.c.store.Renew(ctx, e.rec.OperationID, e.rec.LeaseToken, e.c.policy.LeaseTTL)
-	if err != nil {
-		if errors.Is(err, keystore.ErrLeaseLost) {
-			return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("%w: another worker took the operation over; stopped before sending", ErrLeaseLost)}
-		}
-		return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, err)}
-	}
-	e.rec.LeaseExpiresAt = got.LeaseExpiresAt
-	e.rec.Version = got.Version
-	e.leaseAt = now
-	return nil
-}
-
-func (e *exec) snapshot(ctx context.Context) error {
-	ids, err := e.c.snapshot(ctx, e.s.kind, e.meta)
-	if err != nil {
-		// Nothing sent yet; the record stays pending with 0 attempts and a
-		// later call retries the snapshot.
-		return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("snapshot before first send: %w", err)}
-	}
-	e.meta.Snapshot, e.meta.Snapshotted = ids, true
-	return nil
-}
-
-// sendLoop sends the request with the operation's key. markFirst says the
+// sendLoop sends the request with the operation's key. mark says the
 // attempt about to be sent is not yet counted in the record (it is counted
 // and saved before sending).
-func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
+func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 	c, p := e.c, e.c.policy
-	bo := p.NewBackOff()
+	var bo BackOff
 	notProcessed := 0
-	mark := markFirst
 	for {
 		// The token is fetched before the lease check: a slow token source
 		// must not run between the fencing check and the send.
-		token, terr := c.tokens.Token(ctx)
+		token, terr := c.token(ctx)
 		if terr != nil {
 			// Nothing sent; every earlier attempt was proven unprocessed.
-			return nil, e.notExecuted(ctx, fmt.Errorf("token source: %w", terr))
+			return nil, e.notExecuted(ctx, terr)
 		}
-		if !mark {
-			// First attempt, counted at Create: the token fetch may have
-			// been slow enough to age the lease.
-			if err := e.renewIfAged(ctx); err != nil {
-				return nil, err
-			}
+		if err := e.renewIfAged(ctx); err != nil {
+			return nil, err
 		}
 		if mark {
-			if c.maxOpAge > 0 && !e.rec.CreatedAt.IsZero() && c.clock.Now().Sub(e.rec.CreatedAt) > c.maxOpAge {
-				e.rec.State, e.rec.Error = keystore.StateNotExecuted, "operation older than MaxOperationAge"
-				_ = e.save(ctx)
-				return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: ErrOperationTooOld}
-			}
-			if err := e.renewIfAged(ctx); err != nil {
+			if err := e.markSend(ctx); err != nil {
 				return nil, err
-			}
-			now := c.clock.Now()
-			e.rec.Attempts++
-			if e.rec.FirstSentAt.IsZero() {
-				e.rec.FirstSentAt = now
-			}
-			e.rec.LastSentAt = now
-			e.rec.State = keystore.StatePending
-			e.meta.TrustAfter = now.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
-			if err := e.save(ctx); err != nil {
-				return nil, err // rule 1: no store, no send
 			}
 		}
 		mark = true
@@ -446,23 +301,22 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 			// settles it; say so rather than pretend nothing happened.
 			return nil, e.unknownErr("context ended before the send; the record counts it as a possible send", err)
 		}
-		r, err := c.sendWith(ctx, token, http.MethodPost, e.s.path, nil, e.s.body, e.rec.Key)
+		r, err := c.sendWith(ctx, token, http.MethodPost, c.url(e.s.path, nil), e.s.body, e.rec.Key)
+		a := answer{err: err}
 		var apiErr *APIError
-		fromAPI := false
 		if r != nil {
 			e.lastReq = r.requestID
+			a.status, a.apiOwn, a.code = r.status, r.apiOwn, r.code
 			if r.status >= 300 {
-				apiErr = c.apiError(ctx, r, e.rec.Key)
-				fromAPI = apiErr.FromAPI
+				apiErr = c.apiError(r, e.rec.Key, token)
 			}
+		} else {
+			var se *sendError
+			a.sent = !errors.As(err, &se) || se.written
 		}
-		v, cause := classify(r, err, fromAPI)
-		status := 0
-		if r != nil {
-			status = r.status
-		}
-		c.emit(ctx, Event{Kind: EventAttempt, OperationID: e.s.id, Key: e.rec.Key, Path: e.s.path, Attempt: e.rec.Attempts, Status: status, Cause: cause, Err: err})
-		c.emit(ctx, Event{Kind: EventSent, OperationID: e.s.id, Key: e.rec.Key, Path: e.s.path, Attempt: e.rec.Attempts, Status: status, Cause: cause})
+		v, cause := classify(a)
+		c.emit(ctx, Event{Kind: EventAttempt, OperationID: e.s.id, Key: e.rec.Key, Path: e.s.path, Attempt: e.rec.Attempts, Status: a.status, Cause: cause, Err: err})
+		c.emit(ctx, Event{Kind: EventSent, OperationID: e.s.id, Key: e.rec.Key, Path: e.s.path, Attempt: e.rec.Attempts, Status: a.status, Cause: cause})
 
 		switch v {
 		case vSuccess:
@@ -472,46 +326,15 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 				src = SourceReplay
 				c.emit(ctx, Event{Kind: EventReplay, OperationID: e.s.id, Key: e.rec.Key, Status: r.status})
 			}
-			ref, result, verr := c.accept(e.s.kind, e.meta, r.body)
-			if verr == nil {
-				return e.succeed(ctx, ref, result, src)
-			}
-			if verr.collision && r.replayed {
-				// Rule 7: the server replayed another request's first answer
-				// for our key. Nothing of ours was created (a replay creates
-				// nothing); the key belongs to another operation.
-				e.rec.State, e.rec.Error = keystore.StateFailed, "key collision: "+oneLine(verr.Error())
-				_ = e.save(ctx)
-				return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: fmt.Errorf("%w: %w", ErrParamsMismatch, verr)}
-			}
-			// A 2xx we cannot verify is not a success, and not a failure
-			// either: the effect may well exist. Settle it by lookup.
-			e.saw2xx = true
-			e.meta.TrustAfter = c.clock.Now().Add(p.SettleDelay)
-			e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+oneLine(verr.Error())
-			if serr := e.save(ctx); serr != nil {
-				return nil, e.unknownErr(serr.Error(), serr)
-			}
-			c.log.WarnContext(ctx, "pagpolar: 2xx answer could not be verified; settling by lookup", "op", e.s.id, "reason", verr.Error())
-			return e.settle(ctx, true, true)
+			return e.onSuccess(ctx, r, src)
 
 		case vFailed:
 			c.budget.onAnswer()
-			// The API's free-text message is not stored: it could echo
-			// personal data (rule 8). Status, code and request ID are enough.
-			e.rec.State, e.rec.Error = keystore.StateFailed, storedReason(apiErr)
-			e.rec.Result = mustJSON(storedFailure{Status: apiErr.StatusCode, Code: apiErr.Code, RequestID: apiErr.RequestID})
-			serr := e.save(ctx)
-			c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(e.rec.State), Source: SourceResponse, Status: status})
-			if serr != nil {
-				c.log.WarnContext(ctx, "pagpolar: could not record a failure", "op", e.s.id, "err", serr)
-			}
-			return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateFailed), Err: apiErr}
+			return nil, e.apiFailed(ctx, apiErr)
 
 		case vNotExecuted:
-			e.rec.State, e.rec.Error = keystore.StateNotExecuted, storedReason(apiErr)
-			_ = e.save(ctx)
-			return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: apiErr}
+			c.budget.onAnswer()
+			return nil, e.notExecuted(ctx, fmt.Errorf("%w (%s)", apiErr, misconfigured(apiErr.StatusCode)))
 
 		case vRetry:
 			notProcessed++
@@ -530,38 +353,21 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 				c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: cause})
 				return nil, e.notExecuted(ctx, fmt.Errorf("%w (last answer: %w)", ErrBudgetExhausted, last))
 			}
+			if bo == nil {
+				bo = p.NewBackOff()
+			}
 			w := p.nextWait(bo, ra)
 			c.emit(ctx, Event{Kind: EventRetry, OperationID: e.s.id, Key: e.rec.Key, Cause: cause, Wait: w, Attempt: e.rec.Attempts})
+			if err := e.renewBefore(ctx, w); err != nil {
+				return nil, err
+			}
 			if err := sleep(ctx, c.clock, w); err != nil {
 				return nil, e.notExecuted(ctx, fmt.Errorf("%w while waiting to resend (last answer: %w)", err, last))
 			}
 			e.retries++
 
-		case vAmbiguousEnd, vAmbiguous, vInProgress:
-			now := c.clock.Now()
-			switch v {
-			case vAmbiguousEnd:
-				// We received the original's answer: it has ended. Only lookup
-				// lag can still hide its effect.
-				e.meta.TrustAfter = now.Add(p.SettleDelay)
-			case vAmbiguous:
-				// The request may have reached the server as late as now (a
-				// slow dial, an intermediary that queued it), so its
-				// in-processing window is counted from now.
-				if t := now.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay); t.After(e.meta.TrustAfter) {
-					e.meta.TrustAfter = t
-				}
-			case vInProgress:
-				// A request with this key is running now; it ends at most one
-				// processing window from now, and began at most one window ago
-				// (perhaps sent by another host deriving the same key).
-				if t := now.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay); t.After(e.meta.TrustAfter) {
-					e.meta.TrustAfter = t
-				}
-				if from := now.Add(-p.ProcessingWindow - p.WindowMargin); e.meta.SharedFrom.IsZero() || from.Before(e.meta.SharedFrom) {
-					e.meta.SharedFrom = from
-				}
-			}
+		default: // vAmbiguousEnd, vAmbiguous, vInProgress
+			e.onAmbiguous(v, r)
 			e.rec.State = keystore.StateUnknown
 			if apiErr != nil {
 				e.rec.Error = storedReason(apiErr)
@@ -576,13 +382,272 @@ func (e *exec) sendLoop(ctx context.Context, markFirst bool) (*settled, error) {
 	}
 }
 
-// storedFailure is the Result of a failed record.
-type storedFailure struct {
-	Status    int    `json:"status"`
-	Code      string `json:"code,omitempty"`
-	Message   string `json:"message,omitempty"` // only messages the SDK wrote itself
-	RequestID string `json:"request_id,omitempty"`
+// markSend counts the attempt about to be sent and saves it (rule 1: no
+// store, no send). The first send of a series fixes its place on the API's
+// clock (rule 12).
+func (e *exec) markSend(ctx context.Context) error {
+	c := e.c
+	if c.maxOpAge > 0 && !e.rec.CreatedAt.IsZero() && c.clock.Now().Sub(e.rec.CreatedAt) > c.maxOpAge {
+		e.rec.State, e.rec.Error = keystore.StateNotExecuted, "operation older than MaxOperationAge"
+		_ = e.save(ctx)
+		return e.opErr(ErrOperationTooOld)
+	}
+	if needsSnapshot(e.s.kind) && !e.meta.Snapshotted {
+		// Never reached by the paths above; a refund or plan change sent
+		// without a snapshot could later settle on another's effect.
+		return e.opErr(errors.New("pagpolar: internal error: refusing to send without a pre-send snapshot"))
+	}
+	now := c.clock.Now()
+	e.rec.Attempts++
+	if e.rec.FirstSentAt.IsZero() {
+		e.rec.FirstSentAt = now
+		e.meta.Floor, _ = c.srvClock.floor(now)
+	}
+	e.rec.LastSentAt = now
+	e.rec.State = keystore.StatePending
+	e.meta.TrustAfter = now.Add(c.policy.trustDelay())
+	return e.save(ctx)
 }
+
+// onAmbiguous moves the moment a "not found" becomes conclusive.
+func (e *exec) onAmbiguous(v verdict, r *response) {
+	c, p := e.c, e.c.policy
+	now := c.clock.Now()
+	switch v {
+	case vAmbiguousEnd:
+		// We received the API's own answer: the request has ended. Only
+		// lookup lag can still hide its effect.
+		e.meta.TrustAfter = now.Add(p.SettleDelay)
+	case vAmbiguous:
+		// The request may have reached the server as late as now (a slow
+		// dial, an intermediary that queued it), so its in-processing
+		// window is counted from now.
+		if t := now.Add(p.trustDelay()); t.After(e.meta.TrustAfter) {
+			e.meta.TrustAfter = t
+		}
+	case vInProgress:
+		// A request with this key is running now (perhaps sent by another
+		// host deriving the same key): it ends at most one window from now
+		// and began at most one window ago, on the API's clock.
+		if t := now.Add(p.trustDelay()); t.After(e.meta.TrustAfter) {
+			e.meta.TrustAfter = t
+		}
+		if f, ok := c.srvClock.floor(now); ok {
+			from := f.Add(-p.ProcessingWindow - p.WindowMargin)
+			if e.meta.SharedFloor.IsZero() || from.Before(e.meta.SharedFloor) {
+				e.meta.SharedFloor = from
+			}
+		} else {
+			// No place on the API's clock for the other sender's start:
+			// nothing can be excluded by time any more.
+			e.meta.Floor = time.Time{}
+		}
+	}
+}
+
+// onSuccess checks a 2xx answer against the operation (SAFETY rule 7, and
+// the status tables the lookup uses).
+func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled, error) {
+	c := e.c
+	eff, err := readEffect(effectOf(e.s.kind), r.body)
+	if err == nil && e.s.kind == kindPlanChange && isSubscriptionAnswer(eff, r.body, e.meta.SubscriptionID) {
+		return e.planChangeAnsweredWithSubscription(ctx, r, src)
+	}
+	var (
+		a   attribution
+		why string
+	)
+	if err != nil {
+		a, why = attrUnclear, "the 2xx body is not a "+effectOf(e.s.kind).String()+": "+err.Error()
+	} else {
+		if src == SourceResponse {
+			c.learnFrom(e.s.kind, e.meta, eff)
+		}
+		a, why = attributeAnswer(eff, c.facts(e.s.kind, e.meta, nil), src == SourceReplay)
+	}
+	switch a {
+	case attrOurs:
+		if src == SourceResponse {
+			c.checkClock(ctx, eff, e.meta)
+		}
+		return e.succeed(ctx, eff, src)
+	case attrOursRefused:
+		return nil, e.refused(ctx, eff, why, src)
+	case attrOther:
+		// Rule 7: the replay is the first answer ever given for our key,
+		// and it is provably for another request. Nothing of ours was
+		// created under this key.
+		e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, "", "key collision: "+oneLine(why)
+		e.rec.Result = mustJSON(storedFailure{Why: "collision", Message: oneLine(why)})
+		_ = e.saveOutcome(ctx)
+		return nil, e.opErr(fmt.Errorf("%w: the API replayed another request's answer for this operation's key: %s", ErrParamsMismatch, why))
+	}
+	// A 2xx we cannot verify is not a success, and not a failure either:
+	// the effect may well exist. Remember that (a later call must not read
+	// a "not found" or a replay as anything but unknown), then look it up.
+	e.meta.Saw2xx = true
+	if eff.ID != "" {
+		e.meta.noteUnclear([]string{eff.ID})
+	}
+	e.meta.TrustAfter = c.clock.Now().Add(c.policy.SettleDelay)
+	e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+oneLine(why)
+	if serr := e.save(ctx); serr != nil {
+		return nil, e.unknownErr(serr.Error(), serr)
+	}
+	c.log.WarnContext(ctx, "pagpolar: 2xx answer could not be verified; settling by lookup", "op", e.s.id, "reason", why)
+	return e.settle(ctx, true, true)
+}
+
+// learnFrom teaches the client this API's spellings from a fresh answer to
+// its own request (shapes.go).
+func (c *Client) learnFrom(kind string, m opMeta, eff effect) {
+	switch kind {
+	case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
+		if eff.methodSt == wire.Read {
+			c.shapes.learnMethod(eff.Method, m.Method)
+		}
+	}
+	if eff.offerSt == wire.Read {
+		c.shapes.learnOffer(eff.Offer, m.OfferID)
+	}
+	if eff.createdSt != wire.Read {
+		c.shapes.learnNoTimes()
+	}
+}
+
+// checkClock is the server clock's self-test: our own fresh effect must
+// never be one that the time rule would exclude.
+func (c *Client) checkClock(ctx context.Context, eff effect, m opMeta) {
+	if eff.createdSt != wire.Read || m.Floor.IsZero() {
+		return
+	}
+	if eff.Created.Add(eff.CreatedRes + c.policy.ServerClockTolerance).Before(m.Floor) {
+		if c.srvClock.disable() {
+			c.log.WarnContext(ctx, "pagpolar: the API's creation times disagree with its Date headers by more than ServerClockTolerance; effects are no longer excluded by time",
+				"created_at", eff.Created, "first_send_at_least", m.Floor)
+		}
+	}
+}
+
+// planChangeAnsweredWithSubscription reads a plan change's 2xx answer that
+// is the subscription rather than a plan change: the change is ours when
+// the subscription lists it, or shows the new offer.
+func (e *exec) planChangeAnsweredWithSubscription(ctx context.Context, r *response, src Source) (*settled, error) {
+	sub, _ := readEffect(effSubscription, r.body)
+	f := e.c.facts(kindPlanChange, e.meta, nil)
+	var lo lookupOutcome
+	if sub.planChangesSt == wire.Read {
+		claimed, err := e.c.claimedByOthers(ctx, kindPlanChange, readEffects(effPlanChange, sub.planChanges), e.meta, e.s.id)
+		if err == nil {
+			f.claimed = claimed
+			lo = settleFound(readEffects(effPlanChange, sub.planChanges), f, true, "", nil)
+		} else {
+			lo = lookupOutcome{kind: lookupUnclear, reason: err.Error()}
+		}
+	} else if sub.offerSt == wire.Read && sub.Offer == e.meta.OfferID {
+		lo = lookupOutcome{kind: lookupSucceeded, effect: effect{kind: effPlanChange, SubID: sub.ID, Offer: sub.Offer, FromOffer: e.meta.SnapshotOffer, Status: sub.Status}}
+	} else {
+		lo = lookupOutcome{kind: lookupUnclear, refs: []string{sub.ID}, reason: "the plan change was answered with the subscription, which is not on the new offer (yet)"}
+	}
+	switch lo.kind {
+	case lookupSucceeded:
+		return e.succeed(ctx, lo.effect, src)
+	case lookupFailed:
+		return nil, e.refused(ctx, lo.effect, lo.reason, src)
+	}
+	e.meta.Saw2xx = true
+	e.meta.noteUnclear(lo.refs)
+	e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+oneLine(lo.reason)
+	if serr := e.save(ctx); serr != nil {
+		return nil, e.unknownErr(serr.Error(), serr)
+	}
+	return e.settle(ctx, true, true)
+}
+
+// isSubscriptionAnswer: the body is the subscription itself (its ID is the
+// subscription's, or it carries what only a subscription has).
+func isSubscriptionAnswer(pc effect, body []byte, subID string) bool {
+	if pc.idSt == wire.Read && pc.ID == subID {
+		return true
+	}
+	return pc.obj.Has([]string{"plan_changes", "planChanges", "next_billing_at", "external_reference"}) && pc.subSt != wire.Read
+}
+
+// succeed records the operation's effect.
+func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, error) {
+	c := e.c
+	if other, err := c.claim(ctx, e.s.kind, eff.ID, e.s.id); err != nil || other != "" {
+		if src == SourceLookup {
+			// Another operation claimed it between the lookup and now, or
+			// the claim cannot be written: no proof it is ours.
+			reason := "the effect found was claimed by operation " + other + " meanwhile"
+			if err != nil {
+				reason = "could not record the claim on the effect found"
+			}
+			u := e.unknownErr(reason, err).(*OutcomeUnknownError)
+			u.Ref = eff.label()
+			return nil, u
+		}
+		c.log.WarnContext(ctx, "pagpolar: the API's answer to this operation names an effect another operation claimed", "op", e.s.id, "effect", eff.ID, "other", other, "err", err)
+	}
+	value := c.resultValue(e.s.kind, eff)
+	ref := eff.ID
+	if ref == "" && eff.kind == effPlanChange {
+		ref = "subscription " + eff.SubID + " on " + eff.Offer
+	}
+	e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = keystore.StateSucceeded, ref, mustJSON(value), ""
+	if err := e.saveOutcome(ctx); err != nil {
+		// The effect exists and is ours; the caller must know. The record is
+		// left pending/unknown and a later call settles it by lookup/replay.
+		c.log.WarnContext(ctx, "pagpolar: succeeded but could not record it", "op", e.s.id, "err", err)
+	}
+	c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateSucceeded), Source: src})
+	return &settled{rec: e.rec, op: e.op(src), value: value}, nil
+}
+
+// resultValue is the typed result of an effect.
+func (c *Client) resultValue(kind string, eff effect) any {
+	switch kind {
+	case kindRefund:
+		return eff.refund()
+	case kindSubscribe:
+		return eff.subscription(&c.shapes)
+	case kindPlanChange:
+		return eff.planChange()
+	}
+	return eff.sale(&c.shapes)
+}
+
+// refused records an effect the API recorded as refused (a declined sale,
+// a failed refund): the operation failed, definitely.
+func (e *exec) refused(ctx context.Context, eff effect, why string, src Source) error {
+	sentinel, kind := ErrRefused, "refused"
+	if eff.kind == effSale || eff.kind == effSubscription {
+		sentinel, kind = ErrDeclined, "declined"
+	}
+	e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, eff.ID, oneLine(why)
+	e.rec.Result = mustJSON(storedFailure{Status: http.StatusPaymentRequired, Code: kind, Message: oneLine(why), Why: kind})
+	_ = e.saveOutcome(ctx)
+	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: src})
+	return e.opErr(fmt.Errorf("%w: %s (%s)", sentinel, why, src))
+}
+
+// apiFailed records the API's definite refusal of the request.
+func (e *exec) apiFailed(ctx context.Context, apiErr *APIError) error {
+	// The API's free-text message is not stored: it could echo personal
+	// data (rule 8). Status, code and request ID are enough.
+	e.rec.State, e.rec.Error = keystore.StateFailed, storedReason(apiErr)
+	e.rec.Result = mustJSON(storedFailure{Status: apiErr.StatusCode, Code: apiErr.Code, RequestID: apiErr.RequestID, Why: "api"})
+	serr := e.saveOutcome(ctx)
+	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: SourceResponse, Status: apiErr.StatusCode})
+	if serr != nil {
+		e.c.log.WarnContext(ctx, "pagpolar: could not record a failure", "op", e.s.id, "err", serr)
+	}
+	return e.opErr(apiErr)
+}
+
+// saveOutcome writes a settled outcome.
+func (e *exec) saveOutcome(ctx context.Context) error { return e.save(ctx) }
 
 // storedReason is the one-line reason kept in the store for an API answer:
 // status and code, never the API's free text.
@@ -597,30 +662,17 @@ func storedReason(e *APIError) string {
 	return r
 }
 
-func (e *exec) succeed(ctx context.Context, ref string, value any, src Source) (*settled, error) {
-	e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = keystore.StateSucceeded, ref, mustJSON(value), ""
-	if err := e.save(ctx); err != nil {
-		// The effect exists and is ours; the caller must know. The record is
-		// left pending/unknown and a later call settles it by lookup/replay.
-		e.c.log.WarnContext(ctx, "pagpolar: succeeded but could not record it", "op", e.s.id, "err", err)
-	}
-	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateSucceeded), Source: src})
-	return &settled{rec: e.rec, op: e.op(src), value: value}, nil
-}
-
 func (e *exec) notExecuted(ctx context.Context, cause error) error {
 	e.rec.State, e.rec.Error = keystore.StateNotExecuted, oneLine(cause.Error())
-	if err := e.save(ctx); err != nil {
+	if err := e.saveOutcome(ctx); err != nil {
 		e.c.log.WarnContext(ctx, "pagpolar: could not record not_executed", "op", e.s.id, "err", err)
 	}
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted)})
-	return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted), Err: cause}
+	return e.opErr(cause)
 }
 
 func (e *exec) unknownErr(reason string, err error) error {
-	u := &OutcomeUnknownError{OperationID: e.s.id, Key: e.rec.Key, Reason: reason, Err: err}
-	u.SettleAfter = e.meta.TrustAfter
-	return u
+	return &OutcomeUnknownError{OperationID: e.s.id, Key: e.rec.Key, Reason: reason, Err: err, SettleAfter: e.meta.TrustAfter}
 }
 
 // settle settles an ambiguous operation by lookup (SAFETY rule 5). With
@@ -638,49 +690,35 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			// store, the outcome is what is unknown.
 			return nil, e.unknownErr("could not hold the operation while settling it", err)
 		}
-		lo, err := c.lookup(ctx, e.s.kind, e.meta, e.rec)
+		lo, err := c.lookup(ctx, e.s.kind, e.s.id, e.meta)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: err})
+		conclusive := !c.clock.Now().Before(e.meta.TrustAfter)
 		if err == nil {
 			switch lo.kind {
 			case lookupSucceeded:
-				return e.succeed(ctx, lo.ref, lo.value, SourceLookup)
+				return e.succeed(ctx, lo.effect, SourceLookup)
 			case lookupFailed:
-				if c.clock.Now().Before(e.meta.TrustAfter) && wait {
-					// A decline is final only once our own request must have
-					// ended: until then a success of ours may still appear.
-					break
+				if conclusive {
+					return nil, e.refused(ctx, lo.effect, "settled by lookup: "+lo.reason, SourceLookup)
 				}
-				e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, lo.ref, lo.reason
-				e.rec.Result = mustJSON(storedFailure{Status: http.StatusPaymentRequired, Code: "declined", Message: lo.reason})
-				_ = e.save(ctx)
-				c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: SourceLookup})
-				return nil, &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateFailed),
-					Err: fmt.Errorf("%w: settled by lookup: %s", ErrDeclined, lo.reason)}
+				if !wait {
+					return nil, e.unknownErr("a refused effect was found, but the request may still commit a success", nil)
+				}
+				// A refusal is final only once our own request must have
+				// ended: until then a success of ours may still appear.
 			case lookupUnclear:
+				e.meta.noteUnclear(lo.refs)
+				_ = e.save(ctx) // what was seen outlives this call; best effort
 				u := e.unknownErr(lo.reason, nil).(*OutcomeUnknownError)
-				u.Ref = lo.ref
+				if len(lo.refs) > 0 {
+					u.Ref = lo.refs[0]
+				}
 				return nil, u
 			case lookupUnsupported:
 				return nil, e.unknownErr("no reliable lookup exists for this route ("+lo.reason+"); the SDK never resends blind", nil)
 			case lookupNotFound:
-				now := c.clock.Now()
-				if !now.Before(e.meta.TrustAfter) {
-					if e.saw2xx {
-						return nil, e.unknownErr("the API answered 2xx in a shape the SDK could not verify, and no matching effect was found; inspect the sale by its reference", nil)
-					}
-					if !resend {
-						return e.settleNotExecuted(ctx)
-					}
-					if !c.budget.takeRetry() {
-						c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: "trusted-not-found"})
-						return nil, e.notExecuted(ctx, fmt.Errorf("%w: lookup proved the request was not executed; call again to send", ErrBudgetExhausted))
-					}
-					if e.retries >= p.MaxAttempts {
-						return nil, e.notExecuted(ctx, fmt.Errorf("lookup proved the request was not executed after %d resends; call again to send", e.retries))
-					}
-					e.retries++
-					c.emit(ctx, Event{Kind: EventRetry, OperationID: e.s.id, Key: e.rec.Key, Cause: "trusted-not-found"})
-					return e.sendLoop(ctx, true)
+				if conclusive {
+					return e.trustedNotFound(ctx, resend)
 				}
 			}
 		}
@@ -705,6 +743,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			}
 		}
 		c.emit(ctx, Event{Kind: EventWait, OperationID: e.s.id, Key: e.rec.Key, Wait: w, Cause: "settle"})
+		if err := e.renewBefore(ctx, w); err != nil {
+			return nil, e.unknownErr("could not hold the operation while settling it", err)
+		}
 		if serr := sleep(ctx, c.clock, w); serr != nil {
 			if err != nil {
 				return nil, e.unknownErr("context ended while settling; the last lookup failed", errors.Join(serr, err))
@@ -714,45 +755,37 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 	}
 }
 
+// trustedNotFound acts on a conclusive "not found": resend with the same
+// key (a call), or settle not executed (Resume). An unverifiable 2xx on
+// this key means the effect may exist under a shape the lookup cannot
+// read: neither is allowed then.
+func (e *exec) trustedNotFound(ctx context.Context, resend bool) (*settled, error) {
+	c, p := e.c, e.c.policy
+	if e.meta.Saw2xx {
+		return nil, e.unknownErr("the API answered 2xx in a shape the SDK could not verify, and no matching effect was found; inspect the effect by its reference", nil)
+	}
+	if !resend {
+		return e.settleNotExecuted(ctx)
+	}
+	if !c.budget.takeRetry() {
+		c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: "trusted-not-found"})
+		return nil, e.notExecuted(ctx, fmt.Errorf("%w: lookup proved the request was not executed; call again to send", ErrBudgetExhausted))
+	}
+	if e.retries >= p.MaxAttempts {
+		return nil, e.notExecuted(ctx, fmt.Errorf("lookup proved the request was not executed after %d resends; call again to send", e.retries))
+	}
+	e.retries++
+	c.emit(ctx, Event{Kind: EventRetry, OperationID: e.s.id, Key: e.rec.Key, Cause: "trusted-not-found"})
+	return e.sendLoop(ctx, true)
+}
+
 func (e *exec) settleNotExecuted(ctx context.Context) (*settled, error) {
 	e.rec.State, e.rec.Error = keystore.StateNotExecuted, "settled: lookup proved nothing was executed"
-	if err := e.save(ctx); err != nil {
+	if err := e.saveOutcome(ctx); err != nil {
 		return nil, err
 	}
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted), Source: SourceLookup})
 	return &settled{rec: e.rec, op: e.op(SourceLookup)}, nil
-}
-
-// acquire takes the lease of an existing operation, waiting while another
-// worker holds it. done reports that the operation reached a terminal state
-// meanwhile (rec is then that state).
-func (c *Client) acquire(ctx context.Context, storeID, opID, owner string) (rec keystore.Record, done bool, err error) {
-	wait := c.policy.LeaseWaitInterval
-	for {
-		rec, err = c.store.Acquire(ctx, storeID, owner, c.policy.LeaseTTL)
-		if err == nil {
-			if rec.State.Terminal() {
-				_ = c.store.Release(ctx, storeID, rec.LeaseToken)
-				return rec, true, nil
-			}
-			return rec, false, nil
-		}
-		if !errors.Is(err, keystore.ErrLeaseHeld) {
-			if ctx.Err() != nil {
-				return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State), Err: fmt.Errorf("%w: %w", ErrInProgress, ctx.Err())}
-			}
-			return rec, false, &OperationError{OperationID: opID, State: "unreadable", Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, err)}
-		}
-		if rec.State.Terminal() {
-			return rec, true, nil
-		}
-		if serr := sleep(ctx, c.clock, wait); serr != nil {
-			return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State), Err: fmt.Errorf("%w: %w", ErrInProgress, serr)}
-		}
-		if wait < 500*time.Millisecond {
-			wait *= 2
-		}
-	}
 }
 
 // fromRecord answers from a settled record without sending anything.
@@ -764,20 +797,18 @@ func (c *Client) fromRecord(opID string, rec keystore.Record) (*settled, error) 
 	case keystore.StateFailed:
 		var f storedFailure
 		_ = json.Unmarshal(rec.Result, &f)
-		if f.Status == 0 {
-			// Failed without an API answer (rule 7 collision).
-			return nil, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State), Err: fmt.Errorf("%w: %s", ErrParamsMismatch, rec.Error)}
+		err := &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State)}
+		switch {
+		case f.Why == "collision" || (f.Why == "" && f.Status == 0):
+			err.Err = fmt.Errorf("%w: %s", ErrParamsMismatch, rec.Error)
+		case f.Why == "declined":
+			err.Err = fmt.Errorf("%w: %s", ErrDeclined, rec.Error)
+		case f.Why == "refused":
+			err.Err = fmt.Errorf("%w: %s", ErrRefused, rec.Error)
+		default:
+			err.Err = &APIError{StatusCode: f.Status, Code: f.Code, Message: f.Message, RequestID: f.RequestID, Key: rec.Key, FromAPI: true}
 		}
-		return nil, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State),
-			Err: &APIError{StatusCode: f.Status, Code: f.Code, Message: f.Message, RequestID: f.RequestID, Key: rec.Key, FromAPI: true}}
+		return nil, err
 	}
 	return nil, fmt.Errorf("pagpolar: operation %q is %s", opID, rec.State)
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("pagpolar: marshal %T: %v", v, err)) // only our own plain structs reach here
-	}
-	return b
 }

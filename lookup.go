@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
+
+// Looking effects up (SAFETY rule 5) and snapshotting them before the first
+// send (rule 11): the I/O around the decisions of attribute.go.
 
 // Operation kinds (Record.Kind).
 const (
@@ -24,298 +25,359 @@ const (
 	kindRefund     = "refund"
 )
 
-// Sale statuses that mean "the charge was created" when found by a lookup;
-// declined/failed mean the attempt ended in a refusal. Anything else is not
-// understood and never taken for success (CONTRACT: statuses are assumed).
-var (
-	saleCreated  = map[string]bool{wire.SaleStatusPending: true, wire.SaleStatusPaid: true, wire.SaleStatusRefunded: true, wire.SaleStatusPartiallyRefunded: true, wire.SaleStatusCanceled: true, wire.SaleStatusExpired: true}
-	saleRefused  = map[string]bool{wire.SaleStatusDeclined: true, "failed": true, "refused": true}
-	subCreated   = map[string]bool{wire.SubscriptionStatusActive: true, wire.SubscriptionStatusPending: true, wire.SubscriptionStatusDelayed: true, wire.SubscriptionStatusCanceled: true}
-	refundExists = map[string]bool{wire.RefundStatusPending: true, wire.RefundStatusCompleted: true}
+// kindClaim marks the store records that say which operation an effect was
+// attributed to (claims are written for refunds and plan changes, which are
+// not one per sale or subscription).
+const kindClaim = "claim"
+
+// needsSnapshot: kinds that are never sent without a pre-send snapshot.
+func needsSnapshot(kind string) bool { return kind == kindRefund || kind == kindPlanChange }
+
+// claims: kinds whose effects are claimed in the store when settled.
+func claims(kind string) bool { return kind == kindRefund || kind == kindPlanChange }
+
+func effectOf(kind string) effectKind {
+	switch kind {
+	case kindRefund:
+		return effRefund
+	case kindSubscribe:
+		return effSubscription
+	case kindPlanChange:
+		return effPlanChange
+	}
+	return effSale
+}
+
+// lookupOutcome is what a settle lookup found.
+type lookupOutcome struct {
+	kind   lookupKind
+	effect effect   // succeeded / failed: the effect
+	ref    string   // its ID ("" when the API gave none)
+	refs   []string // unclear: the effects it could not attribute
+	reason string
+}
+
+type lookupKind int
+
+const (
+	lookupNotFound lookupKind = iota
+	lookupSucceeded
+	lookupFailed
+	lookupUnclear     // an effect exists that cannot be attributed, or the list could not be read whole
+	lookupUnsupported // no reliable lookup for this route
 )
 
-// after reports whether an effect created at ts (server clock, RFC 3339)
-// can belong to an operation first sent at first: earlier attempts and
-// renewals share the external reference, so older effects are not ours.
-func (c *Client) after(ts string, first time.Time) bool {
-	t, ok := parseServerTime(ts)
-	return ok && !t.Before(first.Add(-c.policy.ClockSkew))
+// facts is what attribution knows about an operation.
+func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
+	f := opFacts{
+		kind: kind, ref: m.ExternalReference, offer: m.OfferID, method: m.Method,
+		saleID: m.SaleID, amount: m.Amount, subID: m.SubscriptionID,
+		snapshotted: m.Snapshotted, snapOffer: m.SnapshotOffer,
+		shared: !m.SharedFloor.IsZero(),
+		floor:  m.exclusionFloor(), tolerance: c.policy.ServerClockTolerance,
+		claimed: claimed, shapes: &c.shapes,
+	}
+	if len(m.Snapshot) > 0 {
+		f.snapshot = make(map[string]bool, len(m.Snapshot))
+		for _, id := range m.Snapshot {
+			f.snapshot[id] = true
+		}
+	}
+	return f
 }
 
-func parseServerTime(ts string) (time.Time, bool) {
-	t, err := time.Parse(time.RFC3339Nano, ts)
-	return t, err == nil
+// lookup finds the effect of operation opID after an ambiguous attempt and
+// attributes it.
+func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (lookupOutcome, error) {
+	var (
+		items    []json.RawMessage
+		complete bool
+		why      string
+		err      error
+	)
+	switch kind {
+	case kindPix, kindBoleto, kindCreditCard:
+		items, complete, why, err = c.readList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1)
+	case kindRefund:
+		items, complete, why, err = c.readList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1)
+	case kindSubscribe:
+		items, complete, why, err = c.readList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1)
+		if ae := (*APIError)(nil); errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405 || ae.StatusCode == 501) {
+			return lookupOutcome{kind: lookupUnsupported, reason: fmt.Sprintf("GET %s?external_reference= answered %d", wire.RouteSubscriptions, ae.StatusCode)}, nil
+		}
+	case kindPlanChange:
+		return c.lookupPlanChange(ctx, opID, m)
+	default:
+		return lookupOutcome{kind: lookupUnsupported, reason: "unknown operation kind " + kind}, nil
+	}
+	if err != nil {
+		return lookupOutcome{}, err
+	}
+	effs := readEffects(effectOf(kind), items)
+	claimed, err := c.claimedByOthers(ctx, kind, effs, m, opID)
+	if err != nil {
+		return lookupOutcome{}, err
+	}
+	return settleFound(effs, c.facts(kind, m, claimed), complete, why, m.Unclear), nil
 }
 
-// getList reads a list route once (the settle loop is the retry) and
-// insists on its "data" member: a list in another shape must never read as
-// "nothing found".
-func (c *Client) getList(ctx context.Context, path string, q url.Values, out any) error {
-	var raw map[string]json.RawMessage
-	if _, err := c.getN(ctx, path, q, &raw, 1); err != nil {
+// lookupPlanChange reads the subscription: its plan changes if the API
+// lists them, else its current offer.
+func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
+	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
+	if err != nil {
+		return lookupOutcome{}, err
+	}
+	sub, err := readEffect(effSubscription, r.body)
+	if err != nil {
+		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + " answered a body the SDK cannot read: " + err.Error()}, nil
+	}
+	if sub.planChangesSt != wire.Read {
+		return subscriptionState(sub, c.facts(kindPlanChange, m, nil)), nil
+	}
+	effs := readEffects(effPlanChange, sub.planChanges)
+	claimed, err := c.claimedByOthers(ctx, kindPlanChange, effs, m, opID)
+	if err != nil {
+		return lookupOutcome{}, err
+	}
+	return settleFound(effs, c.facts(kindPlanChange, m, claimed), true, "", m.Unclear), nil
+}
+
+// settleFound attributes every effect found and decides; an effect an
+// earlier lookup could not attribute that is no longer listed is no proof
+// of absence.
+func settleFound(effs []effect, f opFacts, complete bool, why string, seenUnclear []string) lookupOutcome {
+	js := make([]judged, 0, len(effs))
+	listed := map[string]bool{}
+	for _, e := range effs {
+		a, w := attributeFound(e, f)
+		js = append(js, judged{e: e, a: a, why: w})
+		listed[e.ID] = true
+	}
+	lo := decide(js, complete, why)
+	if lo.kind == lookupNotFound {
+		for _, id := range seenUnclear {
+			if !listed[id] {
+				return lookupOutcome{kind: lookupUnclear, refs: []string{id}, reason: "an effect an earlier lookup could not attribute (" + id + ") is no longer listed; that is no proof it does not exist"}
+			}
+		}
+	}
+	return lo
+}
+
+// subscriptionState decides a plan change from a subscription whose
+// answer lists no plan changes: the change is proven only by the
+// subscription now being on the new offer when it was on another one
+// before the first send. Nothing proves it absent (it may apply at the
+// next billing), so this never says "not found".
+func subscriptionState(sub effect, f opFacts) lookupOutcome {
+	switch {
+	case sub.idSt != wire.Read || sub.offerSt != wire.Read:
+		return lookupOutcome{kind: lookupUnclear, reason: "the subscription's answer lists no plan changes and shows no offer the SDK can read"}
+	case sub.Offer == f.offer && f.snapOffer != "" && f.snapOffer != f.offer:
+		pc := effect{kind: effPlanChange, SubID: sub.ID, Offer: f.offer, FromOffer: f.snapOffer, idSt: wire.Absent, Status: sub.Status}
+		return lookupOutcome{kind: lookupSucceeded, effect: pc}
+	case sub.Offer == f.offer:
+		return lookupOutcome{kind: lookupUnclear, refs: []string{sub.ID}, reason: "the subscription is on the new offer, and no snapshot shows it was on another before this operation"}
+	}
+	return lookupOutcome{kind: lookupUnclear, refs: []string{sub.ID}, reason: fmt.Sprintf("the API lists no plan changes and the subscription is still on %s: that does not prove the change was not made (it may apply later)", sub.Offer)}
+}
+
+// readEffects reads a list's items; an item that is not an object is kept
+// as an effect without an identifier, which attribution finds unclear.
+func readEffects(kind effectKind, items []json.RawMessage) []effect {
+	out := make([]effect, 0, len(items))
+	for _, it := range items {
+		e, err := readEffect(kind, it)
+		if err != nil {
+			e = effect{kind: kind}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// snapshot records the effects that exist before the first send, so that a
+// later lookup can tell this operation's effect from earlier ones (SAFETY
+// rule 11). A complete snapshot sets Snapshotted; an error means the read
+// failed.
+func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts int) error {
+	m.Snapshot, m.Snapshotted, m.SnapshotOffer = nil, false, ""
+	var (
+		items    []json.RawMessage
+		complete bool
+		err      error
+	)
+	switch kind {
+	case kindRefund:
+		items, complete, _, err = c.readList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, attempts)
+	case kindPix, kindBoleto, kindCreditCard:
+		items, complete, _, err = c.readList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, attempts)
+	case kindSubscribe:
+		items, complete, _, err = c.readList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, attempts)
+	case kindPlanChange:
+		r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), attempts)
+		if err != nil {
+			return err
+		}
+		sub, err := readEffect(effSubscription, r.body)
+		if err != nil {
+			return fmt.Errorf("pagpolar: GET %s: %w", subscriptionPath(m.SubscriptionID), err)
+		}
+		if sub.offerSt == wire.Read {
+			m.SnapshotOffer = sub.Offer
+		}
+		if sub.planChangesSt != wire.Read {
+			m.Snapshotted = m.SnapshotOffer != ""
+			return nil
+		}
+		items, complete = sub.planChanges, true
+	}
+	if err != nil {
 		return err
 	}
-	data, ok := raw["data"]
-	if !ok {
-		return fmt.Errorf("pagpolar: GET %s answered a list without \"data\"; refusing to read it as empty", path)
+	ids := make([]string, 0, len(items))
+	for _, e := range readEffects(effectOf(kind), items) {
+		if e.idSt != wire.Read {
+			complete = false // an effect the snapshot cannot name
+			continue
+		}
+		ids = append(ids, e.ID)
 	}
-	if err := json.Unmarshal([]byte(`{"data":`+string(data)+`}`), out); err != nil {
-		return fmt.Errorf("pagpolar: decoding %s list: %w", path, err)
-	}
+	m.Snapshot, m.Snapshotted = ids, complete
 	return nil
 }
 
-// successFrom is the earliest time a *successful* effect can be ours. It is
-// the first send, unless a 409 proved that another sender (another host with
-// its own store, deriving the same key) was already processing our key: its
-// request began at most one processing window before the 409, and its effect
-// is ours. Refusals (declines) keep the strict bound, so an earlier
-// operation's decline is never taken for this one's.
-func successFrom(m opMeta, rec keystore.Record) time.Time {
-	if !m.SharedFrom.IsZero() && m.SharedFrom.Before(rec.FirstSentAt) {
-		return m.SharedFrom
-	}
-	return rec.FirstSentAt
-}
-
-func inSnapshot(id string, snap []string) bool {
-	return slices.Contains(snap, id)
-}
-
-// lookup finds the effect of an operation after an ambiguous attempt
-// (SAFETY rule 5), matching it to the operation, not just to the reference.
-func (c *Client) lookup(ctx context.Context, kind string, m opMeta, rec keystore.Record) (lookupOutcome, error) {
-	switch kind {
-	case kindPix, kindBoleto, kindCreditCard:
-		var list wire.List[wire.Sale]
-		if err := c.getList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, &list); err != nil {
-			return lookupOutcome{}, err
+// readList reads every page of a list route (wire.ParseList says how to
+// reach the next one). complete is false, with why, when the list may hold
+// more than the SDK could read: paging it cannot follow, a next page on
+// another host, a page that repeats. attempts bounds each page's read.
+func (c *Client) readList(ctx context.Context, path string, q url.Values, attempts int) (items []json.RawMessage, complete bool, why string, err error) {
+	const maxPages = 200
+	u := c.url(path, q)
+	seenURL := map[string]bool{}
+	seenID := map[string]bool{}
+	for range maxPages {
+		if seenURL[u.String()] {
+			return items, false, "the list's next page points back at a page already read", nil
 		}
-		var refused, unclear *wire.Sale
-		for i := range list.Data {
-			s := &list.Data[i]
-			if s.SubscriptionID != "" || differs(s.PaymentMethod, m.Method) || differs(s.OfferIdentifier, m.OfferID) {
-				continue // a renewal, or another operation's sale under the same reference
-			}
-			created, ok := parseServerTime(s.CreatedAt)
-			if !ok || s.PaymentMethod == "" || s.OfferIdentifier == "" {
-				// Ours or not, we cannot tell: never read that as "not found".
-				if unclear == nil {
-					unclear = s
-				}
-				continue
-			}
-			if created.Before(successFrom(m, rec).Add(-c.policy.ClockSkew)) {
-				continue
-			}
-			switch {
-			case saleCreated[s.Status]:
-				return lookupOutcome{kind: lookupSucceeded, ref: s.Identifier, value: saleFromWire(*s)}, nil
-			case saleRefused[s.Status]:
-				// Declines get no skew allowance: an earlier operation's decline
-				// must never settle this one.
-				if refused == nil && !created.Before(rec.FirstSentAt) {
-					refused = s
-				}
-			default:
-				if unclear == nil {
-					unclear = s
-				}
-			}
-		}
-		if unclear != nil {
-			return lookupOutcome{kind: lookupUnclear, ref: "sale " + unclear.Identifier, reason: fmt.Sprintf("a sale under this reference (status %q, created %q) cannot be matched to the operation or understood", unclear.Status, unclear.CreatedAt)}, nil
-		}
-		if refused != nil {
-			return lookupOutcome{kind: lookupFailed, ref: refused.Identifier, reason: fmt.Sprintf("sale %s was %s", refused.Identifier, refused.Status)}, nil
-		}
-		return lookupOutcome{kind: lookupNotFound}, nil
-
-	case kindRefund:
-		var list wire.List[wire.Refund]
-		if err := c.getList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, &list); err != nil {
-			return lookupOutcome{}, err
-		}
-		for _, r := range list.Data {
-			if inSnapshot(r.Identifier, m.Snapshot) || (r.Amount != 0 && r.Amount != m.Amount) {
-				continue
-			}
-			if _, ok := parseServerTime(r.CreatedAt); !ok || r.Amount == 0 {
-				return lookupOutcome{kind: lookupUnclear, ref: "refund " + r.Identifier, reason: "a new refund of the sale cannot be matched (no amount or creation time)"}, nil
-			}
-			if !c.after(r.CreatedAt, successFrom(m, rec)) {
-				continue
-			}
-			if refundExists[r.Status] {
-				return lookupOutcome{kind: lookupSucceeded, ref: r.Identifier, value: refundFromWire(r)}, nil
-			}
-			if r.Status == wire.RefundStatusFailed {
-				return lookupOutcome{kind: lookupFailed, ref: r.Identifier, reason: "refund " + r.Identifier + " failed"}, nil
-			}
-			return lookupOutcome{kind: lookupUnclear, ref: "refund " + r.Identifier, reason: fmt.Sprintf("refund has status %q", r.Status)}, nil
-		}
-		return lookupOutcome{kind: lookupNotFound}, nil
-
-	case kindSubscribe:
-		var list wire.List[wire.Subscription]
-		err := c.getList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, &list)
+		seenURL[u.String()] = true
+		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
-			var ae *APIError
-			if errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405 || ae.StatusCode == 501) {
-				return lookupOutcome{kind: lookupUnsupported, reason: "GET /subscriptions?external_reference= answered " + fmt.Sprint(ae.StatusCode)}, nil
-			}
-			return lookupOutcome{}, err
+			return nil, false, "", err
 		}
-		for _, s := range list.Data {
-			if (s.OfferIdentifier != m.OfferID && !planChangedFrom(s, m.OfferID)) || differs(s.PaymentMethod, m.Method) {
-				continue
-			}
-			if _, ok := parseServerTime(s.CreatedAt); !ok || s.PaymentMethod == "" {
-				return lookupOutcome{kind: lookupUnclear, ref: "subscription " + s.ID, reason: "a subscription under this reference cannot be matched (no payment method or creation time)"}, nil
-			}
-			if !c.after(s.CreatedAt, successFrom(m, rec)) {
-				continue
-			}
-			if subCreated[s.Status] {
-				return lookupOutcome{kind: lookupSucceeded, ref: s.ID, value: subscriptionFromWire(s)}, nil
-			}
-			return lookupOutcome{kind: lookupUnclear, ref: "subscription " + s.ID, reason: fmt.Sprintf("subscription has status %q", s.Status)}, nil
+		page, err := wire.ParseList(r.body, r.header)
+		if err != nil {
+			return nil, false, "", fmt.Errorf("pagpolar: GET %s: %w", path, err)
 		}
-		return lookupOutcome{kind: lookupNotFound}, nil
-
-	case kindPlanChange:
-		var s wire.Subscription
-		if _, err := c.getN(ctx, strings.Replace(wire.RouteSubscription, "{id}", url.PathEscape(m.SubscriptionID), 1), nil, &s, 1); err != nil {
-			return lookupOutcome{}, err
-		}
-		for _, pc := range s.PlanChanges {
-			if inSnapshot(pc.ID, m.Snapshot) || differs(pc.OfferIdentifier, m.OfferID) {
-				continue
+		fresh := 0
+		for _, it := range page.Items {
+			id := itemID(it)
+			if id != "" && seenID[id] {
+				continue // offset paging shifted by a new item
 			}
-			if _, ok := parseServerTime(pc.CreatedAt); !ok || pc.OfferIdentifier == "" {
-				return lookupOutcome{kind: lookupUnclear, ref: "plan change " + pc.ID, reason: "a new plan change cannot be matched (no offer or creation time)"}, nil
+			if id != "" {
+				seenID[id] = true
 			}
-			if !c.after(pc.CreatedAt, successFrom(m, rec)) {
-				continue
+			fresh++
+			items = append(items, it)
+		}
+		if fresh == 0 && len(page.Items) > 0 {
+			return items, false, "the list answered a page it had already answered (its cursor was ignored?)", nil
+		}
+		switch n := page.Next; {
+		case n.Done:
+			return items, true, "", nil
+		case n.Problem != "":
+			return items, false, n.Problem, nil
+		case n.URL != "":
+			next, err := u.Parse(n.URL)
+			if err != nil || next.Scheme != c.base.Scheme || next.Host != c.base.Host {
+				return items, false, fmt.Sprintf("the list's next page %q is not on the API's host", n.URL), nil
 			}
-			if pc.Status == wire.PlanChangeStatusApplied {
-				return lookupOutcome{kind: lookupSucceeded, ref: pc.ID, value: planChangeFromWire(pc)}, nil
+			u = next
+		default:
+			q2 := url.Values{}
+			for k, v := range q {
+				q2[k] = append([]string(nil), v...)
 			}
-			return lookupOutcome{kind: lookupUnclear, ref: "plan change " + pc.ID, reason: fmt.Sprintf("plan change has status %q, which the SDK does not take for success", pc.Status)}, nil
-		}
-		return lookupOutcome{kind: lookupNotFound}, nil
-	}
-	return lookupOutcome{kind: lookupUnsupported, reason: "unknown operation kind " + kind}, nil
-}
-
-// planChangedFrom: a subscription found by reference may since have changed
-// plan; its first offer is the from-offer of its first plan change.
-func planChangedFrom(s wire.Subscription, offer string) bool {
-	return len(s.PlanChanges) > 0 && s.PlanChanges[0].FromOfferIdentifier == offer
-}
-
-// snapshot lists the effects that exist before the first send, so a later
-// lookup can tell this operation's effect from earlier ones (SAFETY rule 11).
-func (c *Client) snapshot(ctx context.Context, kind string, m opMeta) ([]string, error) {
-	var ids []string
-	switch kind {
-	case kindRefund:
-		var list wire.List[wire.Refund]
-		if _, err := c.get(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, &list); err != nil {
-			return nil, err
-		}
-		for _, r := range list.Data {
-			ids = append(ids, r.Identifier)
-		}
-	case kindPlanChange:
-		var s wire.Subscription
-		if _, err := c.get(ctx, strings.Replace(wire.RouteSubscription, "{id}", url.PathEscape(m.SubscriptionID), 1), nil, &s); err != nil {
-			return nil, err
-		}
-		for _, pc := range s.PlanChanges {
-			ids = append(ids, pc.ID)
+			for k, v := range n.Query {
+				q2[k] = v
+			}
+			u = c.url(path, q2)
 		}
 	}
-	return ids, nil
+	return items, false, fmt.Sprintf("the list has more than %d pages", maxPages), nil
 }
 
-// acceptError says why a 2xx body was not taken as this operation's
-// success. collision: the body is well formed and names another request (a
-// replay of someone else's first answer: SAFETY rule 7). Otherwise the body
-// could not be verified (an unexpected shape): the effect may well be ours.
-type acceptError struct {
-	collision bool
-	msg       string
-}
-
-func (e *acceptError) Error() string { return e.msg }
-
-func unverifiable(format string, args ...any) *acceptError {
-	return &acceptError{msg: fmt.Sprintf(format, args...)}
-}
-
-// differs reports a field that is present and not what we sent.
-func differs(got, want string) bool { return got != "" && got != want }
-
-// accept decodes a 2xx body and checks it against the operation (SAFETY
-// rule 7): a replay answers with the first response for the key, whatever we
-// sent now, so a body for another reference, method, offer or amount is a
-// collision, never a success. A body missing what we check is not proof of
-// anything and is settled by lookup instead.
-func (c *Client) accept(kind string, m opMeta, body []byte) (string, any, *acceptError) {
-	switch kind {
-	case kindPix, kindBoleto, kindCreditCard:
-		var s wire.Sale
-		if err := json.Unmarshal(body, &s); err != nil {
-			return "", nil, unverifiable("2xx body is not a sale: %v", err)
-		}
-		if differs(s.ExternalReference, m.ExternalReference) || differs(s.PaymentMethod, m.Method) || differs(s.OfferIdentifier, m.OfferID) {
-			return "", nil, &acceptError{collision: true, msg: fmt.Sprintf("the API answered with sale %s for %q/%s/%s, but this operation is %q/%s/%s",
-				s.Identifier, s.ExternalReference, s.PaymentMethod, s.OfferIdentifier, m.ExternalReference, m.Method, m.OfferID)}
-		}
-		if s.Identifier == "" || s.ExternalReference == "" || s.PaymentMethod == "" {
-			return "", nil, unverifiable("2xx sale lacks identifier, external_reference or payment_method")
-		}
-		return s.Identifier, saleFromWire(s), nil
-	case kindRefund:
-		var r wire.Refund
-		if err := json.Unmarshal(body, &r); err != nil {
-			return "", nil, unverifiable("2xx body is not a refund: %v", err)
-		}
-		if differs(r.SaleIdentifier, m.SaleID) || (r.Amount != 0 && r.Amount != m.Amount) {
-			return "", nil, &acceptError{collision: true, msg: fmt.Sprintf("the API answered with refund %q of sale %q amount %d, but this operation refunds %d of %q",
-				r.Identifier, r.SaleIdentifier, r.Amount, m.Amount, m.SaleID)}
-		}
-		if r.Identifier == "" || r.SaleIdentifier == "" || r.Amount == 0 {
-			return "", nil, unverifiable("2xx refund lacks identifier, sale_identifier or amount")
-		}
-		return r.Identifier, refundFromWire(r), nil
-	case kindSubscribe:
-		var s wire.Subscription
-		if err := json.Unmarshal(body, &s); err != nil {
-			return "", nil, unverifiable("2xx body is not a subscription: %v", err)
-		}
-		if differs(s.ExternalReference, m.ExternalReference) || (s.OfferIdentifier != "" && s.OfferIdentifier != m.OfferID && !planChangedFrom(s, m.OfferID)) {
-			return "", nil, &acceptError{collision: true, msg: fmt.Sprintf("the API answered with subscription %q for %q/%s, but this operation subscribes %q to %s",
-				s.ID, s.ExternalReference, s.OfferIdentifier, m.ExternalReference, m.OfferID)}
-		}
-		if s.ID == "" || s.ExternalReference == "" || s.OfferIdentifier == "" {
-			return "", nil, unverifiable("2xx subscription lacks id, external_reference or offer_identifier")
-		}
-		return s.ID, subscriptionFromWire(s), nil
-	case kindPlanChange:
-		var pc wire.PlanChange
-		if err := json.Unmarshal(body, &pc); err != nil {
-			return "", nil, unverifiable("2xx body is not a plan change: %v", err)
-		}
-		if differs(pc.OfferIdentifier, m.OfferID) || differs(pc.SubscriptionID, m.SubscriptionID) {
-			return "", nil, &acceptError{collision: true, msg: fmt.Sprintf("the API answered with plan change %q of %q to %s, but this operation moves %q to %s",
-				pc.ID, pc.SubscriptionID, pc.OfferIdentifier, m.SubscriptionID, m.OfferID)}
-		}
-		if pc.ID == "" || pc.OfferIdentifier == "" {
-			return "", nil, unverifiable("2xx plan change lacks id or offer_identifier")
-		}
-		return pc.ID, planChangeFromWire(pc), nil
+func itemID(raw json.RawMessage) string {
+	o, err := wire.ParseObject(raw)
+	if err != nil {
+		return ""
 	}
-	return "", nil, unverifiable("unknown operation kind %q", kind)
+	id, _ := o.Str(wire.FieldID)
+	return id
+}
+
+func subscriptionPath(id string) string {
+	return strings.Replace(wire.RouteSubscription, "{id}", url.PathEscape(id), 1)
+}
+
+// claimOpID names the store record that claims an effect for an operation.
+// The space keeps it apart from every operation ID a caller can give
+// (validation refuses spaces).
+func claimOpID(kind, effectID string) string { return "claim " + kind + " " + effectID }
+
+// claimedByOthers returns the IDs among effs (not in the snapshot) that the
+// store records as another operation's result.
+func (c *Client) claimedByOthers(ctx context.Context, kind string, effs []effect, m opMeta, self string) (map[string]bool, error) {
+	if !claims(kind) {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for _, e := range effs {
+		if e.idSt != wire.Read || containsString(m.Snapshot, e.ID) {
+			continue
+		}
+		rec, err := c.store.Get(ctx, c.storeID(claimOpID(kind, e.ID)))
+		switch {
+		case errors.Is(err, keystore.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("pagpolar: reading the claim on %s: %w: %w", e.ID, ErrStoreUnavailable, err)
+		case rec.ResultRef != self:
+			out[e.ID] = true
+		}
+	}
+	return out, nil
+}
+
+// claim records that effectID is operation self's. It returns the
+// operation that already claimed it, if another did.
+func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string, error) {
+	if !claims(kind) || effectID == "" {
+		return "", nil
+	}
+	rec := keystore.Record{OperationID: c.storeID(claimOpID(kind, effectID)), Key: "-", Kind: kindClaim,
+		State: keystore.StateSucceeded, ResultRef: self}
+	got, err := c.store.Create(ctx, rec, c.owner, c.policy.LeaseTTL)
+	switch {
+	case err == nil:
+		_ = c.store.Release(ctx, got.OperationID, got.LeaseToken)
+		return "", nil
+	case errors.Is(err, keystore.ErrExists):
+		if got.ResultRef != self {
+			return got.ResultRef, nil
+		}
+		return "", nil
+	}
+	return "", err
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }

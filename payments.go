@@ -172,27 +172,26 @@ func (s *PaymentsService) GetSale(ctx context.Context, id string) (*Sale, error)
 	if err := identifier("id", id, maxReference); err != nil {
 		return nil, err
 	}
-	var ws wire.Sale
-	if _, err := s.c.get(ctx, strings.Replace(wire.RouteSale, "{identifier}", url.PathEscape(id), 1), nil, &ws); err != nil {
+	e, err := s.c.getObject(ctx, effSale, strings.Replace(wire.RouteSale, "{identifier}", url.PathEscape(id), 1))
+	if err != nil {
 		return nil, err
 	}
-	sale := saleFromWire(ws)
+	sale := e.sale(&s.c.shapes)
 	return &sale, nil
 }
 
 // SalesByExternalReference lists every sale with the reference, oldest first:
-// declined attempts and subscription renewals included.
+// declined attempts and subscription renewals included. A list the API pages
+// is read to the end; one the SDK cannot read whole returns what it read and
+// an error wrapping ErrIncompleteList.
 func (s *PaymentsService) SalesByExternalReference(ctx context.Context, ref string) ([]Sale, error) {
 	if err := identifier("ref", ref, maxReference); err != nil {
 		return nil, err
 	}
-	var list wire.List[wire.Sale]
-	if _, err := s.c.get(ctx, wire.RouteSales, url.Values{"external_reference": {ref}}, &list); err != nil {
-		return nil, err
+	effs, err := s.c.listAll(ctx, effSale, wire.RouteSales, url.Values{"external_reference": {ref}})
+	out := make([]Sale, 0, len(effs))
+	for _, e := range effs {
+		out = append(out, e.sale(&s.c.shapes))
 	}
-	out := make([]Sale, 0, len(list.Data))
-	for _, ws := range list.Data {
-		out = append(out, saleFromWire(ws))
-	}
-	return out, nil
+	return out, err
 }

@@ -64,18 +64,16 @@ func (s *RefundsService) Create(ctx context.Context, p RefundParams) (*RefundRes
 	return &RefundResult{Refund: r, Operation: res.op}, nil
 }
 
-// ListBySale lists a sale's refunds.
+// ListBySale lists a sale's refunds (every page; an error wrapping
+// ErrIncompleteList, with what was read, if the SDK cannot read them all).
 func (s *RefundsService) ListBySale(ctx context.Context, saleID string) ([]Refund, error) {
 	if err := identifier("saleID", saleID, maxReference); err != nil {
 		return nil, err
 	}
-	var list wire.List[wire.Refund]
-	if _, err := s.c.get(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {saleID}}, &list); err != nil {
-		return nil, err
+	effs, err := s.c.listAll(ctx, effRefund, wire.RouteRefunds, url.Values{"sale_identifier": {saleID}})
+	out := make([]Refund, 0, len(effs))
+	for _, e := range effs {
+		out = append(out, e.refund())
 	}
-	out := make([]Refund, 0, len(list.Data))
-	for _, r := range list.Data {
-		out = append(out, refundFromWire(r))
-	}
-	return out, nil
+	return out, err
 }

@@ -64,24 +64,29 @@ type RetryPolicy struct {
 	// leased by another checks again. Default 50 ms.
 	LeaseWaitInterval time.Duration
 
-	// ClockSkew is the tolerance when deciding that an effect was created
-	// after the operation's first send (client clock vs server clock).
-	// Default 2 s.
-	ClockSkew time.Duration
+	// ServerClockTolerance is how far apart the API's own clocks may be:
+	// the one that writes its answers' Date header and the one that stamps
+	// an effect's creation time. An effect is excluded as "created before
+	// this operation's first send" only when it was created more than this
+	// before the first send as measured from Date headers (SAFETY rule 12).
+	// The client's clock plays no part: it may be minutes off. A larger
+	// value excludes less (more outcomes end unknown), never more. Default
+	// 2 s.
+	ServerClockTolerance time.Duration
 }
 
 // DefaultRetryPolicy is used for every zero field of a client's policy.
 var DefaultRetryPolicy = RetryPolicy{
-	MaxAttempts:       6,
-	NewBackOff:        DefaultBackOff,
-	MaxRetryAfter:     30 * time.Second,
-	AttemptTimeout:    30 * time.Second,
-	ProcessingWindow:  60 * time.Second,
-	WindowMargin:      5 * time.Second,
-	SettleDelay:       2 * time.Second,
-	LookupInterval:    time.Second,
-	LeaseWaitInterval: 50 * time.Millisecond,
-	ClockSkew:         2 * time.Second,
+	MaxAttempts:          6,
+	NewBackOff:           DefaultBackOff,
+	MaxRetryAfter:        30 * time.Second,
+	AttemptTimeout:       30 * time.Second,
+	ProcessingWindow:     60 * time.Second,
+	WindowMargin:         5 * time.Second,
+	SettleDelay:          2 * time.Second,
+	LookupInterval:       time.Second,
+	LeaseWaitInterval:    50 * time.Millisecond,
+	ServerClockTolerance: 2 * time.Second,
 }
 
 // BackOff is a sequence of pauses between attempts of one call: the SDK's
@@ -158,10 +163,17 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.LeaseWaitInterval <= 0 {
 		p.LeaseWaitInterval = d.LeaseWaitInterval
 	}
-	if p.ClockSkew <= 0 {
-		p.ClockSkew = d.ClockSkew
+	if p.ServerClockTolerance <= 0 {
+		p.ServerClockTolerance = d.ServerClockTolerance
 	}
 	return p
+}
+
+// trustDelay is how long after a send whose answer we do not have a "not
+// found" stays inconclusive: the API's in-processing window, a margin, and
+// the lookup's lag.
+func (p RetryPolicy) trustDelay() time.Duration {
+	return p.ProcessingWindow + p.WindowMargin + p.SettleDelay
 }
 
 // nextWait returns the pause before the next attempt: the backoff interval,

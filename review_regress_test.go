@@ -204,7 +204,6 @@ func TestReviewRegression_ResumeAllStarvesPast500(t *testing.T) {
 // "declined", tries a third time: two paid sales for one order.
 func TestReviewRegression_EarlierDeclineWithinSkewSettlesRetry(t *testing.T) {
 	pol := testPolicy()
-	pol.ClockSkew = 2 * time.Second // the default
 	f := newFixture(t, nil, WithRetryPolicy(pol))
 	p := CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-skew", Customer: goodCustomer, CardToken: "tok_a", OperationID: "order-skew-try-1"}
 	f.srv.Inject(pagpolartest.Fault{Route: "credit_card", Action: pagpolartest.FaultDecline, Times: 1})

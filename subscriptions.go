@@ -118,27 +118,25 @@ func (s *SubscriptionsService) Get(ctx context.Context, id string) (*Subscriptio
 	if err := identifier("id", id, maxReference); err != nil {
 		return nil, err
 	}
-	var ws wire.Subscription
-	if _, err := s.c.get(ctx, strings.Replace(wire.RouteSubscription, "{id}", url.PathEscape(id), 1), nil, &ws); err != nil {
+	e, err := s.c.getObject(ctx, effSubscription, subscriptionPath(id))
+	if err != nil {
 		return nil, err
 	}
-	sub := subscriptionFromWire(ws)
+	sub := e.subscription(&s.c.shapes)
 	return &sub, nil
 }
 
 // ListByExternalReference lists subscriptions with the reference (ASSUMED
-// route; a 404 means the API does not offer it).
+// route; a 404 means the API does not offer it). Every page is read; an
+// error wrapping ErrIncompleteList, with what was read, if not all could be.
 func (s *SubscriptionsService) ListByExternalReference(ctx context.Context, ref string) ([]Subscription, error) {
 	if err := identifier("ref", ref, maxReference); err != nil {
 		return nil, err
 	}
-	var list wire.List[wire.Subscription]
-	if _, err := s.c.get(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {ref}}, &list); err != nil {
-		return nil, err
+	effs, err := s.c.listAll(ctx, effSubscription, wire.RouteSubscriptions, url.Values{"external_reference": {ref}})
+	out := make([]Subscription, 0, len(effs))
+	for _, e := range effs {
+		out = append(out, e.subscription(&s.c.shapes))
 	}
-	out := make([]Subscription, 0, len(list.Data))
-	for _, w := range list.Data {
-		out = append(out, subscriptionFromWire(w))
-	}
-	return out, nil
+	return out, err
 }

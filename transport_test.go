@@ -46,10 +46,10 @@ func TestSafetyRule2_TransportNeverResends(t *testing.T) {
 	}
 	ctx := context.Background()
 	// Warm a keep-alive connection so the POST reuses it.
-	if _, err := c.send(ctx, http.MethodGet, "/sales", nil, nil, ""); err != nil {
+	if _, err := c.send(ctx, http.MethodGet, c.url("/sales", nil), nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.send(ctx, http.MethodPost, "/payments/pix", nil, []byte(`{"external_reference":"o-1"}`), "key-1")
+	_, err = c.send(ctx, http.MethodPost, c.url("/payments/pix", nil), []byte(`{"external_reference":"o-1"}`), "key-1")
 	if err == nil {
 		t.Fatal("want a transport error from the dropped connection")
 	}
@@ -92,7 +92,7 @@ func TestSendDialFailureIsNotWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.send(context.Background(), http.MethodPost, "/payments/pix", nil, []byte(`{}`), "k")
+	_, err = c.send(context.Background(), http.MethodPost, c.url("/payments/pix", nil), []byte(`{}`), "k")
 	se, ok := err.(*sendError)
 	if !ok || se.written {
 		t.Fatalf("want a not-written send error for a refused connection, got %#v", err)

@@ -80,43 +80,6 @@ type PlanChange struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
-func parseTime(s string) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, s)
-	return t
-}
-
-func saleFromWire(s wire.Sale) Sale {
-	out := Sale{
-		ID: s.Identifier, Status: s.Status, ExternalReference: s.ExternalReference, PaymentMethod: s.PaymentMethod,
-		OfferID: s.OfferIdentifier, SubscriptionID: s.SubscriptionID, Amount: s.Amount, RefundedAmount: s.RefundedAmount,
-		CreatedAt: parseTime(s.CreatedAt),
-	}
-	if s.Pix != nil {
-		out.Pix = &PixInfo{QRCode: s.Pix.QRCode, CopyPaste: s.Pix.CopyPaste, ExpiresAt: s.Pix.ExpiresAt}
-	}
-	if s.Boleto != nil {
-		out.Boleto = &BoletoInfo{URL: s.Boleto.URL, Barcode: s.Boleto.Barcode, DueDate: s.Boleto.DueDate}
-	}
-	return out
-}
-
-func refundFromWire(r wire.Refund) Refund {
-	return Refund{ID: r.Identifier, SaleID: r.SaleIdentifier, Amount: r.Amount, Status: r.Status, CreatedAt: parseTime(r.CreatedAt)}
-}
-
-func planChangeFromWire(p wire.PlanChange) PlanChange {
-	return PlanChange{ID: p.ID, SubscriptionID: p.SubscriptionID, FromOfferID: p.FromOfferIdentifier, OfferID: p.OfferIdentifier, Status: p.Status, CreatedAt: parseTime(p.CreatedAt)}
-}
-
-func subscriptionFromWire(s wire.Subscription) Subscription {
-	out := Subscription{ID: s.ID, Status: s.Status, ExternalReference: s.ExternalReference, OfferID: s.OfferIdentifier,
-		PaymentMethod: s.PaymentMethod, Amount: s.Amount, NextBillingAt: s.NextBillingAt, CreatedAt: parseTime(s.CreatedAt)}
-	for _, p := range s.PlanChanges {
-		out.PlanChanges = append(out.PlanChanges, planChangeFromWire(p))
-	}
-	return out
-}
-
 func wireCustomer(c Customer) wire.Customer {
 	return wire.Customer{Name: c.Name, Email: c.Email, Document: c.Document, Phone: c.Phone}
 }

@@ -55,6 +55,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		RequestID: newID("req_"),
 	}
 	w.Header().Set(wire.HeaderRequestID, x.log.RequestID)
+	// The Date header comes from the server's Clock, the clock its
+	// created_at stamps come from (net/http would use the real time).
+	w.Header().Set("Date", x.log.At.UTC().Format(http.TimeFormat))
 	defer x.recover()
 	x.serve()
 }

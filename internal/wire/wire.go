@@ -263,3 +263,114 @@ const (
 	EventSubscriptionDelayed     = "SUBSCRIPTION_DELAYED"      // documented
 	EventSubscriptionPlanChanged = "SUBSCRIPTION_PLAN_CHANGED" // ASSUMED
 )
+
+// ---- Reading answers leniently ----
+//
+// The shapes above are how the fake answers. A real server may spell a field,
+// a method or a status otherwise; the tables below list the spellings the SDK
+// reads as the same thing. They are ASSUMED, and they only ever widen what is
+// *recognised*: a value in none of them is "not recognised", which the SDK
+// reads as "unclear" (outcome unknown), never as "different" or "absent".
+
+// Field aliases, first the name the fake uses. A dotted name reads a member
+// of a nested object ("offer.identifier" is {"offer":{"identifier":...}}).
+var (
+	FieldID                = []string{"identifier", "id"}
+	FieldExternalReference = []string{"external_reference", "externalReference", "reference", "external_id"}
+	FieldPaymentMethod     = []string{"payment_method", "paymentMethod", "method", "payment_type", "payment.method"}
+	FieldOffer             = []string{"offer_identifier", "offer_id", "offerIdentifier", "offerId", "offer.identifier", "offer.id", "offer"}
+	FieldFromOffer         = []string{"from_offer_identifier", "from_offer_id", "fromOfferIdentifier", "previous_offer_identifier", "from_offer.identifier", "from_offer.id"}
+	FieldSubscriptionID    = []string{"subscription_id", "subscriptionId", "subscription_identifier", "subscription.id", "subscription.identifier"}
+	FieldSaleID            = []string{"sale_identifier", "sale_id", "saleIdentifier", "saleId", "sale.identifier", "sale.id", "transaction_id"}
+	FieldStatus            = []string{"status", "state"}
+	FieldAmount            = []string{"amount", "amount_cents", "value", "total"}
+	FieldCreatedAt         = []string{"created_at", "createdAt", "creation_date", "created", "date_created"}
+	FieldPlanChanges       = []string{"plan_changes", "planChanges"}
+)
+
+// Payment-method spellings → the SDK's method. Lookup is case-insensitive,
+// with "-" and " " read as "_".
+var MethodSpellings = map[string]string{
+	"pix":               MethodPix,
+	"boleto":            MethodBoleto,
+	"bank_slip":         MethodBoleto,
+	"bankslip":          MethodBoleto,
+	"credit_card":       MethodCreditCard,
+	"creditcard":        MethodCreditCard,
+	"card":              MethodCreditCard,
+	"cartao":            MethodCreditCard,
+	"cartao_de_credito": MethodCreditCard,
+	"cartão":            MethodCreditCard,
+	"cartão_de_crédito": MethodCreditCard,
+	"debit_card":        "debit_card", // recognised, and never one of ours
+	"cartao_de_debito":  "debit_card",
+	"cartão_de_débito":  "debit_card",
+	"bank_transfer":     "bank_transfer",
+	"transferencia":     "bank_transfer",
+	"transferência":     "bank_transfer",
+	"wallet":            "wallet",
+	"digital_wallet":    "wallet",
+	"paypal":            "wallet",
+	"apple_pay":         "wallet",
+	"google_pay":        "wallet",
+	"boleto_bancario":   MethodBoleto,
+	"boleto_bancário":   MethodBoleto,
+	"pix_automatico":    "pix_automatic", // a different product than a PIX charge
+	"pix_automático":    "pix_automatic",
+}
+
+// StatusClass is what a status says about an effect.
+type StatusClass int
+
+// Status classes.
+const (
+	StatusUnknown StatusClass = iota // not in the tables: never success, never failure
+	StatusCreated                    // the effect exists and took effect (a sale created: pending, paid, ...)
+	StatusRefused                    // the attempt was recorded and refused (declined, failed)
+)
+
+// Status tables per effect kind (keys normalised like methods). ASSUMED.
+// Statuses that say the effect is still being decided ("in_analysis",
+// "requested", "processing", "scheduled") are deliberately absent: they
+// are neither a success nor a refusal.
+var (
+	SaleStatuses = map[string]StatusClass{
+		SaleStatusPending: StatusCreated, "waiting_payment": StatusCreated, "awaiting_payment": StatusCreated,
+		SaleStatusPaid: StatusCreated, "approved": StatusCreated, "authorized": StatusCreated, "captured": StatusCreated,
+		"completed": StatusCreated, "succeeded": StatusCreated, "confirmed": StatusCreated,
+		SaleStatusRefunded: StatusCreated, SaleStatusPartiallyRefunded: StatusCreated,
+		SaleStatusCanceled: StatusCreated, "cancelled": StatusCreated, SaleStatusExpired: StatusCreated,
+		SaleStatusDeclined: StatusRefused, "refused": StatusRefused, "failed": StatusRefused,
+		"denied": StatusRefused, "rejected": StatusRefused, "not_authorized": StatusRefused,
+	}
+	RefundStatuses = map[string]StatusClass{
+		RefundStatusPending: StatusCreated, RefundStatusCompleted: StatusCreated, "succeeded": StatusCreated,
+		"refunded": StatusCreated, "done": StatusCreated,
+		RefundStatusFailed: StatusRefused, "rejected": StatusRefused, "refused": StatusRefused, "denied": StatusRefused,
+	}
+	SubscriptionStatuses = map[string]StatusClass{
+		SubscriptionStatusActive: StatusCreated, SubscriptionStatusPending: StatusCreated, SubscriptionStatusDelayed: StatusCreated,
+		SubscriptionStatusCanceled: StatusCreated, "cancelled": StatusCreated, "trialing": StatusCreated, "past_due": StatusCreated,
+		"overdue": StatusCreated, "waiting_payment": StatusCreated, "paused": StatusCreated,
+		"refused": StatusRefused, "declined": StatusRefused, "failed": StatusRefused, "rejected": StatusRefused,
+	}
+	PlanChangeStatuses = map[string]StatusClass{
+		PlanChangeStatusApplied: StatusCreated, "completed": StatusCreated, "succeeded": StatusCreated, "done": StatusCreated,
+		"rejected": StatusRefused, "failed": StatusRefused, "refused": StatusRefused, "declined": StatusRefused,
+	}
+)
+
+// KnownErrorCodes are the error codes the SDK takes as proof that an error
+// body is the API's own (and not a gateway's page that happens to be JSON).
+// ASSUMED: the codes the fake answers with. A body with another code, or
+// with only a message, is read as "maybe not the API's": the safe reading
+// (a 500 does not end the in-processing window, a 503 is not "not
+// processed", a 4xx leaves the operation not executed).
+var KnownErrorCodes = map[string]bool{
+	CodeUnauthorized: true, CodeValidation: true, CodeNotFound: true, CodeInProgress: true,
+	CodeRateLimited: true, CodeUnavailable: true, CodeDeclined: true, CodeInternal: true,
+	CodeRefundTooLarge: true, CodeUnprocessable: true, CodeMethodNotAllowed: true, CodePayloadTooLarge: true,
+}
+
+// List members that hold a list answer's items, first the one the fake uses.
+var ListItems = []string{"data", "items", "results", "records", "sales", "refunds", "subscriptions"}

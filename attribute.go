@@ -1,0 +1,302 @@
+package pagpolar
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+)
+
+// Attribution: is an effect the API reported this operation's? (SAFETY
+// rules 5 and 7.) The rule is that exclusion needs proof. An effect is
+//
+//   - another operation's only when that is proven: a recognised value that
+//     differs from the operation's (a boleto sale for a PIX charge, another
+//     sale's refund, a refund of another amount under every reading of the
+//     amount), its ID in the pre-send snapshot, its ID recorded as another
+//     operation's result in the store, or a creation time before the first
+//     send on the server's own clock (servertime.go);
+//   - this operation's when every field it is checked on agrees;
+//   - unclear otherwise: an unrecognised spelling, a missing field that
+//     the decision needs, an unreadable time, an unknown status.
+//
+// Unclear never becomes "not found", "failed" or "not executed": the
+// operation ends in ErrOutcomeUnknown naming the effect. Everything here
+// is a pure function of its arguments; lookup.go and idempotency.go do the
+// I/O and call it.
+
+// attribution is the verdict on one effect.
+type attribution int
+
+const (
+	attrOther       attribution = iota // proven another operation's
+	attrOurs                           // this operation's, and it took effect
+	attrOursRefused                    // this operation's, refused (a declined sale, a failed refund)
+	attrUnclear                        // cannot tell
+)
+
+func (a attribution) String() string {
+	return [...]string{"other", "ours", "ours-refused", "unclear"}[a]
+}
+
+// opFacts is what is known about the operation when attributing.
+type opFacts struct {
+	kind   string // kindPix, kindRefund, ...
+	ref    string // charges and subscribe
+	offer  string // charges, subscribe; plan change: the new offer
+	method string // charges and subscribe (the SDK's spelling)
+	saleID string // refund
+	amount int64  // refund, in centavos
+	subID  string // plan change
+
+	snapshot    map[string]bool // effect IDs that existed before the first send
+	snapshotted bool            // a pre-send snapshot was taken (absence from it means "new")
+	snapOffer   string          // plan change: the subscription's offer in the snapshot
+	// shared: a 409 showed another sender of this operation's key at work
+	// (another host deriving the same key): its effect may predate our
+	// snapshot, which then proves nothing.
+	shared bool
+
+	// floor is a lower bound of the server's clock at the first send (zero:
+	// none); an effect created more than tolerance (plus its own
+	// precision) before it cannot be this operation's.
+	floor     time.Time
+	tolerance time.Duration
+
+	// claimed: effect IDs the store records as another operation's result.
+	claimed map[string]bool
+
+	shapes *shapes
+}
+
+// attributeFound decides on an effect found by a lookup.
+func attributeFound(e effect, f opFacts) (attribution, string) {
+	if e.idSt != wire.Read {
+		return attrUnclear, e.label() + " (no readable identifier)"
+	}
+	if f.snapshot[e.ID] && !f.shared {
+		return attrOther, "existed before the first send (pre-send snapshot)"
+	}
+	if f.claimed[e.ID] {
+		return attrOther, "recorded as another operation's result"
+	}
+	if a, why, decided := compareFields(e, f, true); decided {
+		return a, why
+	}
+	if a, why, decided := compareTime(e, f); decided {
+		return a, why
+	}
+	return byStatus(e)
+}
+
+// attributeAnswer decides on the effect in a 2xx answer to this
+// operation's key. A fresh answer is about the request just sent, so it
+// can only be unclear (a shape the SDK misreads) or ours; a replay is the
+// first answer ever given for the key, so a proven difference there means
+// another request used the key (SAFETY rule 7: a collision).
+func attributeAnswer(e effect, f opFacts, replay bool) (attribution, string) {
+	if e.idSt != wire.Read {
+		return attrUnclear, "the answer has no readable " + e.kind.String() + " identifier"
+	}
+	if a, why, decided := compareFields(e, f, false); decided {
+		if a == attrOther && !replay {
+			return attrUnclear, why + " in the answer to this very request: the SDK misreads this API's shape"
+		}
+		return a, why
+	}
+	return byStatus(e)
+}
+
+// compareFields checks the fields that tell operations apart. found says
+// the effect came from a lookup (where a missing field that the decision
+// needs makes it unclear) rather than from an answer to our key (where the
+// key itself ties it to us).
+func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) {
+	unreadable := func(name string) (attribution, string, bool) {
+		return attrUnclear, fmt.Sprintf("%s has a %s the SDK cannot read", e.label(), name), true
+	}
+	switch f.kind {
+	case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
+		if e.refSt == wire.Unreadable {
+			return unreadable("reference")
+		}
+		if e.refSt == wire.Read && !sameRef(e.Ref, f.ref) {
+			return attrOther, fmt.Sprintf("%s is for reference %q", e.label(), e.Ref), true
+		}
+		if f.kind != kindSubscribe {
+			if e.subSt == wire.Unreadable {
+				return unreadable("subscription")
+			}
+			if e.subSt == wire.Read {
+				return attrOther, fmt.Sprintf("%s belongs to subscription %s (a renewal or a subscription's first sale)", e.label(), e.SubID), true
+			}
+		}
+		if a, why, decided := compareMethod(e, f, found); decided {
+			return a, why, true
+		}
+		if a, why, decided := compareOffer(e, f); decided {
+			return a, why, true
+		}
+	case kindRefund:
+		if e.saleSt == wire.Unreadable {
+			return unreadable("sale identifier")
+		}
+		if e.saleSt == wire.Read && e.SaleID != f.saleID {
+			return attrOther, fmt.Sprintf("%s is of sale %s", e.label(), e.SaleID), true
+		}
+		switch e.Amount.State {
+		case wire.Unreadable:
+			return unreadable("amount")
+		case wire.Absent:
+			if found {
+				return attrUnclear, e.label() + " has no amount", true
+			}
+		case wire.Read:
+			if !e.Amount.Matches(f.amount) {
+				return attrOther, fmt.Sprintf("%s is of another amount (%v centavos under every reading; this operation refunds %d)", e.label(), e.Amount.Centavos, f.amount), true
+			}
+		}
+	case kindPlanChange:
+		if e.subSt == wire.Unreadable {
+			return unreadable("subscription")
+		}
+		if e.subSt == wire.Read && e.SubID != f.subID {
+			return attrOther, fmt.Sprintf("%s is of subscription %s", e.label(), e.SubID), true
+		}
+		if a, why, decided := compareOffer(e, f); decided {
+			return a, why, true
+		}
+	}
+	return 0, "", false
+}
+
+func compareMethod(e effect, f opFacts, found bool) (attribution, string, bool) {
+	switch e.methodSt {
+	case wire.Unreadable:
+		return attrUnclear, e.label() + " has a payment method the SDK cannot read", true
+	case wire.Absent:
+		if found && !f.snapshotted {
+			return attrUnclear, e.label() + " shows no payment method, and no snapshot proves it new", true
+		}
+		return 0, "", false
+	}
+	m, known := f.shapes.method(e.Method)
+	if !known {
+		return attrUnclear, fmt.Sprintf("%s has payment method %q, which the SDK does not recognise", e.label(), e.Method), true
+	}
+	if m != f.method {
+		return attrOther, fmt.Sprintf("%s was paid by %s", e.label(), m), true
+	}
+	return 0, "", false
+}
+
+func compareOffer(e effect, f opFacts) (attribution, string, bool) {
+	switch e.offerSt {
+	case wire.Unreadable:
+		return attrUnclear, e.label() + " has an offer the SDK cannot read", true
+	case wire.Absent:
+		return 0, "", false
+	}
+	if e.Offer == f.offer || (e.kind == effSubscription && e.FromOffer == f.offer) {
+		return 0, "", false // a subscription may have changed plan since
+	}
+	if f.shapes.offersProve() {
+		return attrOther, fmt.Sprintf("%s is for offer %s", e.label(), e.Offer), true
+	}
+	return attrUnclear, fmt.Sprintf("%s names offer %q, not %q, and this API has not shown that it echoes offers as sent", e.label(), e.Offer, f.offer), true
+}
+
+// compareTime excludes an effect created before the first send, on the
+// server's clock; without a usable time, only a pre-send snapshot (absence
+// from it means "new") lets the effect be considered ours.
+func compareTime(e effect, f opFacts) (attribution, string, bool) {
+	if e.createdSt == wire.Read && !f.floor.IsZero() {
+		if e.Created.Add(e.CreatedRes + f.tolerance).Before(f.floor) {
+			return attrOther, fmt.Sprintf("%s was created at %s, before this operation's first send (server clock, at least %s)",
+				e.label(), e.Created.UTC().Format(time.RFC3339Nano), f.floor.UTC().Format(time.RFC3339)), true
+		}
+		return 0, "", false
+	}
+	if f.snapshotted {
+		return 0, "", false
+	}
+	why := "no server-clock reference for the first send"
+	if e.createdSt != wire.Read {
+		why = "no readable creation time"
+	}
+	return attrUnclear, fmt.Sprintf("%s has %s, and no pre-send snapshot proves it new", e.label(), why), true
+}
+
+func byStatus(e effect) (attribution, string) {
+	switch e.statusClass() {
+	case wire.StatusCreated:
+		return attrOurs, ""
+	case wire.StatusRefused:
+		return attrOursRefused, fmt.Sprintf("%s is %s", e.label(), e.Status)
+	}
+	if e.statusSt != wire.Read {
+		return attrUnclear, e.label() + " has no status the SDK can read"
+	}
+	return attrUnclear, fmt.Sprintf("%s has status %q, which the SDK does not take for success or refusal", e.label(), e.Status)
+}
+
+// sameRef compares references as a server that normalises case or
+// surrounding spaces would.
+func sameRef(got, want string) bool {
+	return got == want || strings.EqualFold(strings.TrimSpace(got), strings.TrimSpace(want))
+}
+
+// judged is one effect with its verdict.
+type judged struct {
+	e   effect
+	a   attribution
+	why string
+}
+
+// decide settles a lookup from the verdicts on every effect it found.
+// complete is false when the list may hold effects the SDK could not read
+// (paging it cannot follow): then nothing found is not "not found".
+func decide(all []judged, complete bool, incomplete string) lookupOutcome {
+	var ours, refused, unclear []judged
+	for _, j := range all {
+		switch j.a {
+		case attrOurs:
+			ours = append(ours, j)
+		case attrOursRefused:
+			refused = append(refused, j)
+		case attrUnclear:
+			unclear = append(unclear, j)
+		}
+	}
+	switch {
+	case len(unclear) > 0:
+		return lookupOutcome{kind: lookupUnclear, refs: ids(unclear), reason: unclear[0].why + more(len(unclear))}
+	case !complete:
+		return lookupOutcome{kind: lookupUnclear, refs: ids(append(ours, refused...)), reason: incomplete}
+	case len(ours) > 1:
+		return lookupOutcome{kind: lookupUnclear, refs: ids(ours), reason: fmt.Sprintf("%d effects could each be this operation's", len(ours))}
+	case len(ours) == 1:
+		// A refused effect beside it is an earlier attempt's (a decline
+		// followed by a retry under another operation ID).
+		return lookupOutcome{kind: lookupSucceeded, effect: ours[0].e, ref: ours[0].e.ID}
+	case len(refused) > 0:
+		return lookupOutcome{kind: lookupFailed, effect: refused[0].e, ref: refused[0].e.ID, reason: refused[0].why}
+	}
+	return lookupOutcome{kind: lookupNotFound}
+}
+
+func ids(js []judged) []string {
+	out := make([]string, 0, len(js))
+	for _, j := range js {
+		out = append(out, j.e.label())
+	}
+	return out
+}
+
+func more(n int) string {
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (and %d more effects the SDK cannot attribute)", n-1)
+}

@@ -1,0 +1,160 @@
+package pagpolar
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+)
+
+// effectKind names what the API created.
+type effectKind int
+
+const (
+	effSale effectKind = iota
+	effRefund
+	effSubscription
+	effPlanChange
+)
+
+func (k effectKind) String() string {
+	return [...]string{"sale", "refund", "subscription", "plan change"}[k]
+}
+
+// effect is one sale, refund, subscription or plan change as the API
+// reported it, read leniently: every field with whether it was absent,
+// read, or present in a form the SDK does not read (internal/wire). The
+// decisions in attribute.go take it as it is.
+type effect struct {
+	kind effectKind
+	obj  wire.Object
+
+	ID, Ref, Method, Offer, FromOffer, SaleID, SubID, Status string
+
+	idSt, refSt, methodSt, offerSt, saleSt, subSt, statusSt wire.FieldState
+
+	Amount     wire.Amount
+	Created    time.Time
+	CreatedRes time.Duration
+	createdSt  wire.FieldState
+
+	// Subscriptions: whether the answer lists plan changes at all, and the
+	// from-offer of the first one (the offer subscribed to).
+	planChanges   []json.RawMessage
+	planChangesSt wire.FieldState
+}
+
+// readEffect reads one effect of kind from a JSON object.
+func readEffect(kind effectKind, raw []byte) (effect, error) {
+	o, err := wire.ParseObject(raw)
+	if err != nil {
+		return effect{}, fmt.Errorf("not a %s object: %w", kind, err)
+	}
+	e := effect{kind: kind, obj: o}
+	e.ID, e.idSt = o.Str(wire.FieldID)
+	e.Status, e.statusSt = o.Str(wire.FieldStatus)
+	e.Created, e.CreatedRes, e.createdSt = o.Time(wire.FieldCreatedAt)
+	e.Amount = o.Amount(wire.FieldAmount)
+	e.SubID, e.subSt = o.Str(wire.FieldSubscriptionID)
+	switch kind {
+	case effSale, effSubscription:
+		e.Ref, e.refSt = o.Str(wire.FieldExternalReference)
+		e.Method, e.methodSt = o.Str(wire.FieldPaymentMethod)
+		e.Offer, e.offerSt = o.Str(wire.FieldOffer)
+		if kind == effSubscription {
+			e.SubID, e.subSt = "", wire.Absent // a subscription's own ID is its ID
+			e.planChanges, e.planChangesSt = o.Array(wire.FieldPlanChanges)
+			if len(e.planChanges) > 0 {
+				if first, err := wire.ParseObject(e.planChanges[0]); err == nil {
+					e.FromOffer, _ = first.Str(wire.FieldFromOffer)
+				}
+			}
+		}
+	case effRefund:
+		e.SaleID, e.saleSt = o.Str(wire.FieldSaleID)
+	case effPlanChange:
+		e.Offer, e.offerSt = o.Str(wire.FieldOffer)
+		e.FromOffer, _ = o.Str(wire.FieldFromOffer)
+	}
+	return e, nil
+}
+
+// statusClass is what the effect's status says, by its kind's table.
+func (e effect) statusClass() wire.StatusClass {
+	if e.statusSt != wire.Read {
+		return wire.StatusUnknown
+	}
+	switch e.kind {
+	case effSale:
+		return wire.ClassifyStatus(wire.SaleStatuses, e.Status)
+	case effRefund:
+		return wire.ClassifyStatus(wire.RefundStatuses, e.Status)
+	case effSubscription:
+		return wire.ClassifyStatus(wire.SubscriptionStatuses, e.Status)
+	}
+	return wire.ClassifyStatus(wire.PlanChangeStatuses, e.Status)
+}
+
+// label names the effect in reasons and errors.
+func (e effect) label() string {
+	if e.ID == "" {
+		return "a " + e.kind.String() + " without an identifier"
+	}
+	return e.kind.String() + " " + e.ID
+}
+
+// The typed results. Methods are reported as the SDK spells them when
+// recognised, else as the API sent them; times the SDK cannot read are zero.
+
+func (e effect) sale(sh *shapes) Sale {
+	s := Sale{ID: e.ID, Status: e.Status, ExternalReference: e.Ref, PaymentMethod: reportedMethod(sh, e.Method),
+		OfferID: e.Offer, SubscriptionID: e.SubID, Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
+	s.RefundedAmount = e.obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
+	var pix wire.Pix
+	if raw, ok := e.obj["pix"]; ok && json.Unmarshal(raw, &pix) == nil && (pix.QRCode != "" || pix.CopyPaste != "") {
+		s.Pix = &PixInfo{QRCode: pix.QRCode, CopyPaste: pix.CopyPaste, ExpiresAt: pix.ExpiresAt}
+	}
+	var bol wire.Boleto
+	if raw, ok := e.obj["boleto"]; ok && json.Unmarshal(raw, &bol) == nil && (bol.URL != "" || bol.Barcode != "") {
+		s.Boleto = &BoletoInfo{URL: bol.URL, Barcode: bol.Barcode, DueDate: bol.DueDate}
+	}
+	return s
+}
+
+func (e effect) refund() Refund {
+	return Refund{ID: e.ID, SaleID: e.SaleID, Amount: e.Amount.Best(), Status: e.Status, CreatedAt: e.createdOrZero()}
+}
+
+func (e effect) planChange() PlanChange {
+	return PlanChange{ID: e.ID, SubscriptionID: e.SubID, FromOfferID: e.FromOffer, OfferID: e.Offer, Status: e.Status, CreatedAt: e.createdOrZero()}
+}
+
+func (e effect) subscription(sh *shapes) Subscription {
+	s := Subscription{ID: e.ID, Status: e.Status, ExternalReference: e.Ref, OfferID: e.Offer,
+		PaymentMethod: reportedMethod(sh, e.Method), Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
+	s.NextBillingAt, _ = e.obj.Str([]string{"next_billing_at", "nextBillingAt", "next_charge_at"})
+	for _, raw := range e.planChanges {
+		if pc, err := readEffect(effPlanChange, raw); err == nil {
+			s.PlanChanges = append(s.PlanChanges, pc.planChange())
+		}
+	}
+	return s
+}
+
+func (e effect) createdOrZero() time.Time {
+	if e.createdSt != wire.Read {
+		return time.Time{}
+	}
+	return e.Created
+}
+
+func reportedMethod(sh *shapes, raw string) string {
+	if raw == "" {
+		return ""
+	}
+	if m, ok := sh.method(raw); ok {
+		return m
+	}
+	return raw
+}

@@ -1,0 +1,166 @@
+package pagpolar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// One worker per operation (SAFETY rule 9): the lease on the record, taken
+// at Create or by Acquire, renewed while the call waits, fenced by its
+// token on every write.
+
+// release gives the lease up when the call ends. A terminal record needs no
+// release: a worker waiting on it reads the outcome from the record even
+// while the lease is held, so the write is saved.
+func (e *exec) release() {
+	if e.rec.State.Terminal() || e.rec.LeaseToken == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = e.c.store.Release(ctx, e.rec.OperationID, e.rec.LeaseToken)
+}
+
+// renewIfAged extends the lease once a quarter of its TTL has passed since
+// this call last obtained it. A younger lease cannot have expired (that
+// would take a store clock running far ahead of ours), so the store write is
+// skipped; before a resend the fencing check itself is the save's Update,
+// which succeeds only with the current, unexpired lease.
+func (e *exec) renewIfAged(ctx context.Context) error {
+	if !e.leaseAt.IsZero() && e.c.clock.Now().Sub(e.leaseAt) < e.c.policy.LeaseTTL/4 {
+		return nil
+	}
+	return e.renew(ctx)
+}
+
+// renewBefore extends the lease if a wait of d could outlast what is left
+// of it (the lease must survive every wait between renewals).
+func (e *exec) renewBefore(ctx context.Context, d time.Duration) error {
+	if !e.leaseAt.IsZero() && e.c.clock.Now().Sub(e.leaseAt)+d < e.c.policy.LeaseTTL/2 {
+		return nil
+	}
+	return e.renew(ctx)
+}
+
+// holdLease makes sure the call still holds its lease before a first send,
+// after work (a snapshot) that may have outlasted it. A lease that merely
+// expired, with the record unchanged since this call read it, is taken
+// again; a record someone else changed means another worker is on it.
+func (e *exec) holdLease(ctx context.Context) error {
+	err := e.renewIfAged(ctx)
+	if err == nil || !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	got, aerr := e.c.store.Acquire(ctx, e.rec.OperationID, e.owner, e.c.policy.LeaseTTL)
+	switch {
+	case aerr == nil && got.Version == e.rec.Version:
+		e.rec.LeaseToken, e.rec.LeaseOwner, e.rec.LeaseExpiresAt = got.LeaseToken, got.LeaseOwner, got.LeaseExpiresAt
+		e.leaseAt = e.c.clock.Now()
+		return nil
+	case aerr == nil:
+		_ = e.c.store.Release(ctx, got.OperationID, got.LeaseToken)
+		return e.opErr(fmt.Errorf("%w: another worker changed the operation while this call prepared it; call again", ErrInProgress))
+	case errors.Is(aerr, keystore.ErrLeaseHeld):
+		return e.opErr(fmt.Errorf("%w: another worker took the operation over while this call prepared it", ErrInProgress))
+	}
+	return e.opErr(fmt.Errorf("%w: %w", ErrStoreUnavailable, aerr))
+}
+
+// renew checks and extends the lease.
+func (e *exec) renew(ctx context.Context) error {
+	now := e.c.clock.Now()
+	got, err := e.c.store.Renew(ctx, e.rec.OperationID, e.rec.LeaseToken, e.c.policy.LeaseTTL)
+	if err != nil {
+		if errors.Is(err, keystore.ErrLeaseLost) {
+			return e.opErr(fmt.Errorf("%w: the lease expired or another worker took the operation over; stopped before sending", ErrLeaseLost))
+		}
+		return e.opErr(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
+	}
+	e.rec.LeaseExpiresAt = got.LeaseExpiresAt
+	e.rec.Version = got.Version
+	e.leaseAt = now
+	return nil
+}
+
+// acquire takes the lease of an existing operation, waiting while another
+// worker holds it. done reports that the operation reached a terminal state
+// meanwhile (rec is then that state).
+func (c *Client) acquire(ctx context.Context, storeID, opID, owner string) (rec keystore.Record, done bool, err error) {
+	wait := c.policy.LeaseWaitInterval
+	for {
+		rec, err = c.store.Acquire(ctx, storeID, owner, c.policy.LeaseTTL)
+		if err == nil {
+			if rec.State.Terminal() {
+				_ = c.store.Release(ctx, storeID, rec.LeaseToken)
+				return rec, true, nil
+			}
+			return rec, false, nil
+		}
+		if !errors.Is(err, keystore.ErrLeaseHeld) {
+			if ctx.Err() != nil {
+				return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State), Err: fmt.Errorf("%w: %w", ErrInProgress, ctx.Err())}
+			}
+			return rec, false, &OperationError{OperationID: opID, State: "unreadable", Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, err)}
+		}
+		if rec.State.Terminal() {
+			return rec, true, nil
+		}
+		if c.orphans.take(storeID, rec.LeaseOwner) {
+			// A call of this client that lost its store's reply left this
+			// lease behind, and nobody else holds it: take it back under
+			// that call's owner name (Acquire by the same owner fences the
+			// old token).
+			owner = rec.LeaseOwner
+			continue
+		}
+		if serr := sleep(ctx, c.clock, wait); serr != nil {
+			return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State), Err: fmt.Errorf("%w: %w", ErrInProgress, serr)}
+		}
+		if wait < 500*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// orphanLeases remembers leases that calls of this client may have been
+// given by a Create whose reply was lost: the call gave up, sending
+// nothing, but the record may exist with its lease for a whole TTL. A later
+// call of the same client may take such a lease back at once instead of
+// waiting it out (only this process can know that its own call is gone).
+type orphanLeases struct {
+	mu sync.Mutex
+	m  map[string]string // store ID → owner name of the call that gave up
+}
+
+const maxOrphans = 10000
+
+func (o *orphanLeases) add(storeID, owner string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]string{}
+	}
+	if len(o.m) >= maxOrphans {
+		for k := range o.m { // forget one: waiting out a lease is always safe
+			delete(o.m, k)
+			break
+		}
+	}
+	o.m[storeID] = owner
+}
+
+// take reports (once) whether owner's lease on storeID is an orphan of ours.
+func (o *orphanLeases) take(storeID, owner string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if owner != "" && o.m[storeID] == owner {
+		delete(o.m, storeID)
+		return true
+	}
+	return false
+}

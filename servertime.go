@@ -1,0 +1,103 @@
+package pagpolar
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// serverClock measures the API's clock from the Date headers of its own
+// answers, so that "created after this operation's first send" is decided
+// on the server's clock alone (SAFETY rule 12): the client's clock may be
+// off by minutes in either direction and nothing the SDK concludes depends
+// on it being right.
+//
+// A Date header is the server's time, truncated to the second, when it
+// wrote the answer; the answer reached the client after that. So at the
+// moment the client read it, the server's clock showed at least Date, and
+// at a later client instant t it shows at least Date + (t - then), measured
+// on the client's monotonic clock (drift of the two clocks' rates is
+// allowed for). Each answer gives such a lower bound; the estimator keeps
+// the last few and uses their median, so that one answer from a server (or
+// gateway) whose clock is far ahead cannot move the bound.
+//
+// The bound is only used to *exclude* an effect: an effect created more
+// than RetryPolicy.ServerClockTolerance before the bound at the first send
+// cannot be this operation's. If the API ever shows that rule to be wrong
+// for itself (its own answer to our request carries a creation time the
+// rule would have excluded), the estimator switches itself off for the
+// life of the client and exclusion falls back to snapshots and IDs.
+type serverClock struct {
+	mu       sync.Mutex
+	samples  [9]clockSample
+	n, next  int
+	disabled bool
+}
+
+type clockSample struct {
+	date time.Time // the answer's Date (server clock)
+	at   time.Time // client clock when it was read (monotonic when the system clock)
+}
+
+const (
+	// serverClockMaxAge: older samples are not used (clocks get stepped).
+	serverClockMaxAge = 10 * time.Minute
+	// serverClockDrift bounds how much faster the client's clock may run
+	// than the server's (100 ppm; quartz is within 50).
+	serverClockDrift = 1e-4
+)
+
+// observe records the Date header of an answer read at client time now.
+func (s *serverClock) observe(h http.Header, now time.Time) {
+	v := h.Get("Date")
+	if v == "" {
+		return
+	}
+	d, err := http.ParseTime(v)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.samples[s.next] = clockSample{date: d, at: now}
+	s.next = (s.next + 1) % len(s.samples)
+	if s.n < len(s.samples) {
+		s.n++
+	}
+	s.mu.Unlock()
+}
+
+// floor returns a lower bound of the server's clock at client time now, or
+// false when there is no recent sample or the estimator is switched off.
+func (s *serverClock) floor(now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disabled {
+		return time.Time{}, false
+	}
+	var bounds []time.Time
+	for i := range s.n {
+		sm := s.samples[i]
+		el := now.Sub(sm.at)
+		if el < 0 || el > serverClockMaxAge {
+			continue // the client clock went backwards, or the sample is stale
+		}
+		el -= time.Duration(float64(el) * serverClockDrift)
+		bounds = append(bounds, sm.date.Add(el))
+	}
+	if len(bounds) == 0 {
+		return time.Time{}, false
+	}
+	slices.SortFunc(bounds, func(a, b time.Time) int { return a.Compare(b) })
+	return bounds[(len(bounds)-1)/2], true
+}
+
+// disable switches the estimator off (see the type's comment); it reports
+// whether it was on.
+func (s *serverClock) disable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := !s.disabled
+	s.disabled = true
+	return was
+}
