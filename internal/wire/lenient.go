@@ -65,7 +65,9 @@ func (o Object) path(name string) (json.RawMessage, bool) {
 	return inner.path(rest)
 }
 
-func isNull(v json.RawMessage) bool { return len(bytes.TrimSpace(v)) == 0 || string(bytes.TrimSpace(v)) == "null" }
+func isNull(v json.RawMessage) bool {
+	return len(bytes.TrimSpace(v)) == 0 || string(bytes.TrimSpace(v)) == "null"
+}
 
 // Str reads a string field (a JSON number is read as its text: some servers
 // send identifiers as numbers). An alias holding an object is skipped, so
