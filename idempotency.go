@@ -690,9 +690,12 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			// store, the outcome is what is unknown.
 			return nil, e.unknownErr("could not hold the operation while settling it", err)
 		}
+		// A lookup observes the API as of when it is sent, not when its
+		// answer (or its last page) arrives: only one sent after TrustAfter
+		// is conclusive.
+		conclusive := !c.clock.Now().Before(e.meta.TrustAfter)
 		lo, err := c.lookup(ctx, e.s.kind, e.s.id, e.meta)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: err})
-		conclusive := !c.clock.Now().Before(e.meta.TrustAfter)
 		if err == nil {
 			switch lo.kind {
 			case lookupSucceeded:

@@ -27,13 +27,14 @@ import (
 )
 
 // rewritingProxy puts an HTTP proxy in front of the fake that rewrites JSON
-// bodies of responses matching (method, path prefix).
+// bodies of 2xx responses matching (method, path part); method "" matches
+// every method.
 func rewritingProxy(t *testing.T, f *fixture, method, pathPrefix string, rewrite func(v any) any) string {
 	t.Helper()
 	u, _ := url.Parse(f.srv.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(r *http.Response) error {
-		if r.Request.Method != method || !strings.Contains(r.Request.URL.Path, pathPrefix) || r.StatusCode >= 300 {
+		if (method != "" && r.Request.Method != method) || !strings.Contains(r.Request.URL.Path, pathPrefix) || r.StatusCode >= 300 {
 			return nil
 		}
 		b, _ := io.ReadAll(r.Body)

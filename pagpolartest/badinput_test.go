@@ -9,6 +9,9 @@ import (
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 )
 
+// routerPage marks the cases answered by the router, not the API.
+const routerPage = "(router page)"
+
 // TestBadInput: what a real API answers to bad requests, never a panic.
 func TestBadInput(t *testing.T) {
 	s := NewServer(t)
@@ -26,12 +29,12 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no token", anon, "POST", wire.RoutePix, "k", pixBody("offer-basic", "o"), 401, wire.CodeUnauthorized, "Authorization"},
 		{"unknown token", c.withToken("ppt_nope"), "GET", "/sales/x", noKey, "", 401, wire.CodeUnauthorized, ""},
-		{"unknown route", c, "GET", "/nope", noKey, "", 404, wire.CodeNotFound, ""},
-		{"no /v1", c, "GET", "/../sales", noKey, "", 404, wire.CodeNotFound, ""},
-		{"trailing slash", c, "POST", "/payments/pix/", "k", pixBody("offer-basic", "o"), 404, wire.CodeNotFound, ""},
-		{"unknown route, no token", anon, "POST", "/payments/bitcoin", "k", "{}", 404, wire.CodeNotFound, ""},
-		{"wrong method", c, "GET", wire.RoutePix, noKey, "", 405, wire.CodeMethodNotAllowed, ""},
-		{"wrong method on refunds", c, "DELETE", wire.RouteRefunds, noKey, "", 405, wire.CodeMethodNotAllowed, ""},
+		{"unknown route", c, "GET", "/nope", noKey, "", 404, routerPage, ""},
+		{"no /v1", c, "GET", "/../sales", noKey, "", 404, routerPage, ""},
+		{"trailing slash", c, "POST", "/payments/pix/", "k", pixBody("offer-basic", "o"), 404, routerPage, ""},
+		{"unknown route, no token", anon, "POST", "/payments/bitcoin", "k", "{}", 404, routerPage, ""},
+		{"wrong method", c, "GET", wire.RoutePix, noKey, "", 405, routerPage, ""},
+		{"wrong method on refunds", c, "DELETE", wire.RouteRefunds, noKey, "", 405, routerPage, ""},
 		{"huge body", c, "POST", wire.RoutePix, "k", huge, 413, wire.CodePayloadTooLarge, "body"},
 		{"empty body", c, "POST", wire.RoutePix, "k", "", 400, wire.CodeValidation, "body"},
 		{"malformed JSON", c, "POST", wire.RoutePix, "k", `{"offer_identifier": `, 400, wire.CodeValidation, "body"},
@@ -55,6 +58,19 @@ func TestBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.c.do(tt.method, tt.path, tt.key, tt.body)
+			if tt.code == routerPage {
+				// A path or method with no route gets the router's page, not
+				// the API's JSON error: a client must not mistake a wrong
+				// base URL for the API's "not found".
+				want(t, r, tt.status)
+				if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") || json.Valid(r.body) {
+					t.Fatalf("router page %q with Content-Type %q, want plain text", r.body, ct)
+				}
+				if tt.status == 405 && r.header.Get("Allow") == "" {
+					t.Fatal("405 without Allow")
+				}
+				return
+			}
 			if tt.code == "" {
 				want(t, r, tt.status)
 				return
@@ -155,10 +171,11 @@ func FuzzDecodeRequest(f *testing.F) {
 		if rec.Header().Get(wire.HeaderRequestID) == "" {
 			t.Fatal("no X-Request-Id")
 		}
-		if !json.Valid(rec.Body.Bytes()) {
+		router := (rec.Code == 404 || rec.Code == 405) && strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain")
+		if !router && !json.Valid(rec.Body.Bytes()) {
 			t.Fatalf("body is not JSON: %q", rec.Body.Bytes())
 		}
-		if rec.Code/100 != 2 {
+		if rec.Code/100 != 2 && !router {
 			var e wire.Error
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Message == "" {
 				t.Fatalf("%d body is not an API error: %s", rec.Code, rec.Body.Bytes())

@@ -254,6 +254,9 @@ func (s *Server) commitPlanChange(at stamp, subID string, r *wire.PlanChangeRequ
 	sub.changes = append(sub.changes, pc)
 	s.planChanges = append(s.planChanges, pc)
 	s.emitSub(wire.EventSubscriptionPlanChanged, sub, at.now)
+	if s.has(ShapePlanChangeAsSubscription) {
+		return jsonResult(wire.StatusPlanChanged, sub.view(at.now, false))
+	}
 	return jsonResult(wire.StatusPlanChanged, pc.v)
 }
 

@@ -58,6 +58,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// The Date header comes from the server's Clock, the clock its
 	// created_at stamps come from (net/http would use the real time).
 	w.Header().Set("Date", x.log.At.UTC().Format(http.TimeFormat))
+	if s.has(ShapeNoDate) {
+		w.Header()["Date"] = nil // net/http then sends none
+	}
 	defer x.recover()
 	x.serve()
 }
@@ -97,11 +100,14 @@ func (x *exchange) serve() {
 	x.log.Route = rt.name
 	switch status {
 	case http.StatusNotFound:
-		x.error(status, wire.CodeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		// The router's page, as a web framework answers a path it has no
+		// route for: plain text, not the API's JSON error (the API's own
+		// 404 names a resource it does not know).
+		x.respond(status, "text/plain; charset=utf-8", []byte("404 page not found\n"))
 		return
 	case http.StatusMethodNotAllowed:
 		x.w.Header().Set("Allow", allow)
-		x.error(status, wire.CodeMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow))
+		x.respond(status, "text/plain; charset=utf-8", []byte("405 method not allowed\n"))
 		return
 	}
 
@@ -222,7 +228,7 @@ func (x *exchange) serveMoney(rt route, body []byte, ref string, card bool) {
 	case claimReplay:
 		x.log.Replayed = true
 		x.w.Header().Set(wire.HeaderReplayed, "true")
-		x.respond(stored.status, "application/json", stored.body)
+		x.respondMoney(rt, stored.status, stored.body)
 		return
 	}
 	x.gen, x.claimed = stored.gen, true
@@ -279,8 +285,29 @@ func (x *exchange) serveMoney(rt route, body []byte, ref string, card bool) {
 		x.gateway(f.Status)
 	default:
 		x.finish(res)
-		x.respond(res.status, "application/json", res.body)
+		x.respondMoney(rt, res.status, res.body)
 	}
+}
+
+// respondMoney answers a money route's result in the server's shapes.
+func (x *exchange) respondMoney(rt route, status int, body []byte) {
+	if status < 200 || status > 299 {
+		x.respond(status, "application/json", x.s.reshapeError(body))
+		return
+	}
+	kind := bodySale
+	switch rt.name {
+	case routeSubscribe:
+		kind = bodySubscription
+	case routePlanChange:
+		kind = bodyPlanChange
+		if x.s.has(ShapePlanChangeAsSubscription) {
+			kind = bodySubscription
+		}
+	case routeRefund:
+		kind = bodyRefund
+	}
+	x.respond(status, "application/json", x.s.render(kind, body))
 }
 
 // serveRead answers a read route. Idempotency-Key is ignored.
@@ -312,8 +339,10 @@ func (x *exchange) serveRead(rt route) {
 		return v, true
 	}
 	var res result
+	kind, list := bodySale, false
 	switch rt.name {
 	case routeGetSales:
+		list = true
 		ref, ok := required("external_reference")
 		if !ok {
 			return
@@ -322,14 +351,17 @@ func (x *exchange) serveRead(rt route) {
 	case routeGetSale:
 		res = s.lookupSale(x.cred, rt.id)
 	case routeGetRefunds:
+		kind, list = bodyRefund, true
 		saleID, ok := required("sale_identifier")
 		if !ok {
 			return
 		}
 		res = s.lookupRefunds(x.cred, saleID)
 	case routeGetSubscription:
+		kind = bodySubscription
 		res = s.lookupSubscription(x.cred, rt.id)
 	case routeListSubscriptions:
+		kind, list = bodySubscription, true
 		if s.cfg.noSubLookup {
 			x.error(http.StatusNotFound, wire.CodeNotFound, "no route GET "+x.r.URL.Path)
 			return
@@ -342,7 +374,14 @@ func (x *exchange) serveRead(rt route) {
 	default:
 		panic("pagpolartest: serveRead of " + rt.name)
 	}
-	x.respond(res.status, "application/json", res.body)
+	switch {
+	case res.status < 200 || res.status > 299:
+		x.respond(res.status, "application/json", s.reshapeError(res.body))
+	case list:
+		x.respond(res.status, "application/json", s.renderList(kind, res.body, x.r, x.w.Header()))
+	default:
+		x.respond(res.status, "application/json", s.render(kind, res.body))
+	}
 }
 
 func (x *exchange) noteFault(a FaultAction) {
@@ -391,7 +430,7 @@ func (x *exchange) respond(status int, contentType string, body []byte) {
 }
 
 func (x *exchange) error(status int, code, msg string) {
-	x.respond(status, "application/json", mustJSON(wire.Error{Code: code, Message: msg}))
+	x.respond(status, "application/json", x.s.errorBody(code, msg))
 }
 
 // gateway answers as an intermediary (load balancer, CDN) would: an HTML

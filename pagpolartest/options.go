@@ -13,6 +13,7 @@ type config struct {
 	seed             int64
 	noSubLookup      bool
 	latency          time.Duration
+	shapes           []Shape
 }
 
 func newConfig(opts []Option) config {
