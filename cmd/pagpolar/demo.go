@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go"
@@ -48,6 +50,8 @@ type demoConfig struct {
 	window      time.Duration
 	timeout     time.Duration
 	asJSON      bool
+	shapes      string        // "", a shape, a comma list, or "all" (one run per shape)
+	clockOffset time.Duration // the client's clock against the fake's and the store's
 }
 
 func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
@@ -63,6 +67,8 @@ func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
 	fs.DurationVar(&cfg.window, "window", time.Second, "the in-processing window, on the fake and in the client's policy")
 	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up (and fail) after this long")
 	fs.BoolVar(&cfg.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&cfg.shapes, "shapes", "today", "answer shapes of the fake: today, a comma list of "+shapeNames()+", or all (one run per shape)")
+	fs.DurationVar(&cfg.clockOffset, "client-clock-offset", 0, "run the client with its clock this far off the fake's and the store's (e.g. 5m, -3s)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -81,6 +87,11 @@ func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
 	case cfg.timeout <= 0:
 		return nil, errors.New("-timeout must be positive")
 	}
+	if cfg.shapes != "all" {
+		if _, err := pagpolartest.ParseShapes(cfg.shapes); err != nil {
+			return nil, fmt.Errorf("-shapes: %w", err)
+		}
+	}
 	return cfg, nil
 }
 
@@ -96,6 +107,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
+	if cfg.shapes == "all" {
+		return demoAllShapes(ctx, cfg, stdout, stderr)
+	}
 	rep, err := demo(ctx, cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar demo: %v\n", err)
@@ -116,10 +130,72 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// demoAllShapes runs the demo once per answer shape (today's first) and
+// prints one line per shape, then the full report of any that failed.
+func demoAllShapes(ctx context.Context, cfg *demoConfig, stdout, stderr io.Writer) int {
+	shapes := append([]pagpolartest.Shape{pagpolartest.ShapeToday}, pagpolartest.AllShapes()...)
+	var reps []*report.Report
+	code := 0
+	for _, sh := range shapes {
+		one := *cfg
+		one.shapes = string(sh)
+		fmt.Fprintf(stderr, "== shape %s\n", sh)
+		rep, err := demo(ctx, &one, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "pagpolar demo: shape %s: %v\n", sh, err)
+			return 1
+		}
+		reps = append(reps, rep)
+		if !rep.OK() {
+			code = 1
+		}
+	}
+	if cfg.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reps); err != nil {
+			return 1
+		}
+		return code
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "shape\tverdict\torders\toperations\tcharged twice\tfalse failures\tsucceeded w/o effect\tunfinished\tunknown at end\tsettling took\trun\n")
+	for i, rep := range reps {
+		v := "OK"
+		if !rep.OK() {
+			v = "FAILED"
+		}
+		c := rep.Check
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\n", shapes[i], v, rep.Orders, c.Operations,
+			len(c.Duplicates), len(c.FalseFailures)+len(c.Orphans), len(c.WithoutEffect), len(c.Unfinished), len(c.Unknown),
+			rep.Settling.SettleMS/1000, rep.RunTimeMS/1000)
+	}
+	_ = tw.Flush()
+	for i, rep := range reps {
+		if !rep.OK() {
+			fmt.Fprintf(stdout, "\n== shape %s\n", shapes[i])
+			_ = rep.WriteText(stdout)
+		}
+	}
+	return code
+}
+
+func shapeNames() string {
+	var names []string
+	for _, s := range pagpolartest.AllShapes() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
 // demo runs the whole scenario and returns its report.
 func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Report, error) {
 	start := time.Now()
-	srv, stopBursts, err := startScenarioFake(cfg.window, cfg.seed, cfg.faultRate)
+	shapes, err := pagpolartest.ParseShapes(cfg.shapes)
+	if err != nil {
+		return nil, err
+	}
+	srv, stopBursts, err := startScenarioFake(cfg.window, cfg.seed, cfg.faultRate, shapes...)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +213,11 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	defer func() { _ = closeStore() }()
 
 	col := report.NewCollector()
-	c, err := newScenarioClient(srv.URL, srv.CredentialID, srv.Token, store, cfg.window, cfg.concurrency, col.Observe, fmt.Sprintf("demo-pid%d", os.Getpid()))
+	var extra []pagpolar.Option
+	if cfg.clockOffset != 0 {
+		extra = append(extra, pagpolar.WithClock(offsetClock(cfg.clockOffset)))
+	}
+	c, err := newScenarioClient(srv.URL, srv.CredentialID, srv.Token, store, cfg.window, cfg.concurrency, col.Observe, fmt.Sprintf("demo-pid%d", os.Getpid()), extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +238,9 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	}
 	stopBursts()
 
+	settleStart := time.Now()
 	settling := reconcile(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, res, cfg.concurrency)
+	settling.SettleMS = float64(time.Since(settleStart).Microseconds()) / 1000
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("settling: %w", err)
 	}
@@ -175,6 +257,7 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 		FaultRate: cfg.faultRate,
 		Seed:      cfg.seed,
 		WindowMS:  float64(cfg.window.Microseconds()) / 1000,
+		Shapes:    shapeStrings(shapes),
 		Check:     report.Verify(srv.CredentialID, ledger, ops),
 		Obtained:  res.obtained(),
 		Settling:  settling,
@@ -182,9 +265,27 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 		Latency:   res.lat.Summary(),
 	}
 	rep.Requests, rep.FaultsApplied = report.Traffic(ledger, srv.CredentialID, cfg.orders)
+	if cfg.clockOffset != 0 {
+		rep.ClientClockOffset = cfg.clockOffset.String()
+	}
 	rep.RunTimeMS = float64(time.Since(start).Microseconds()) / 1000
 	return rep, nil
 }
+
+func shapeStrings(shapes []pagpolartest.Shape) []string {
+	out := []string{}
+	for _, s := range shapes {
+		out = append(out, string(s))
+	}
+	return out
+}
+
+// offsetClock is the system clock off by a fixed amount: a client host
+// whose clock is wrong (SAFETY rule 12).
+type offsetClock time.Duration
+
+func (o offsetClock) Now() time.Time                         { return time.Now().Add(time.Duration(o)) }
+func (o offsetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // scenarioStoreURL returns the store URL to use: the given one, or a SQLite
 // file in a new temporary directory that cleanup removes.
@@ -246,7 +347,7 @@ func scenarioPolicy(window time.Duration) pagpolar.RetryPolicy {
 
 // newScenarioClient builds the SDK client every part of the scenario uses;
 // owner names it in leases and must be unique among the clients of a store.
-func newScenarioClient(baseURL, credential, token string, store keystore.Store, window time.Duration, conns int, hook pagpolar.Hook, owner string) (*pagpolar.Client, error) {
+func newScenarioClient(baseURL, credential, token string, store keystore.Store, window time.Duration, conns int, hook pagpolar.Hook, owner string, extra ...pagpolar.Option) (*pagpolar.Client, error) {
 	opts := []pagpolar.Option{
 		pagpolar.WithBaseURL(baseURL),
 		pagpolar.WithStore(store),
@@ -259,7 +360,7 @@ func newScenarioClient(baseURL, credential, token string, store keystore.Store, 
 	if hook != nil {
 		opts = append(opts, pagpolar.WithHook(hook))
 	}
-	return pagpolar.NewClient(credential, pagpolar.StaticToken(token), opts...)
+	return pagpolar.NewClient(credential, pagpolar.StaticToken(token), append(opts, extra...)...)
 }
 
 // faultMix returns the faults of a run: every kind of the foundation issue,
@@ -343,8 +444,8 @@ func clampProbability(p float64) float64 {
 // goes. The returned function stops new bursts.
 // startScenarioFake starts the in-process fake with the scenario's fault
 // mix and bursts (shared by demo and chaos); stop the bursts before Close.
-func startScenarioFake(window time.Duration, seed int64, faultRate float64) (*pagpolartest.Server, func(), error) {
-	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(window), pagpolartest.WithSeed(seed))
+func startScenarioFake(window time.Duration, seed int64, faultRate float64, shapes ...pagpolartest.Shape) (*pagpolartest.Server, func(), error) {
+	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(window), pagpolartest.WithSeed(seed), pagpolartest.WithShapes(shapes...))
 	for _, f := range faultMix(faultRate, window) {
 		srv.Inject(f)
 	}
@@ -385,26 +486,31 @@ func injectBursts(srv *pagpolartest.Server, rate float64, window time.Duration) 
 type order struct {
 	Index   int
 	Ref     string // external reference: the order code
-	Method  string // pix, boleto or credit_card
+	Method  string // pix, boleto, credit_card, or subscribe
+	PayBy   string // subscriptions: pix or credit_card
 	Offer   string
 	Decline bool  // paid with a card token the fake always declines
 	Refund  int64 // centavos to refund once charged (card orders only); 0: none
+	// NewPlan: a subscription moves to this plan once subscribed; "": no
+	// plan change.
+	NewPlan string
 }
 
 var demoCustomer = pagpolar.Customer{Name: "Ana Souza", Email: "ana@example.com", Document: "529.982.247-25", Phone: "+55 11 91234-5678"}
 
-// orderAt returns order i of the run seeded with seed: 40 % PIX, 20 %
-// boleto, 40 % card (one in eight of them declined, one in four of the
-// rest partly refunded afterwards).
+// orderAt returns order i of the run seeded with seed: 35 % PIX, 20 %
+// boleto, 30 % card (one in eight of them declined, one in four of the
+// rest partly refunded afterwards), 15 % subscriptions (by card or PIX,
+// half of them changing plan afterwards).
 func orderAt(seed int64, i int) order {
 	rng := mathrand.New(mathrand.NewSource(seed*1_000_003 + int64(i)))
 	o := order{Index: i, Ref: fmt.Sprintf("order-%06d", i), Offer: "offer-basic"}
-	switch x := rng.Intn(10); {
-	case x < 4:
+	switch x := rng.Intn(20); {
+	case x < 7:
 		o.Method = "pix"
-	case x < 6:
+	case x < 11:
 		o.Method, o.Offer = "boleto", "offer-premium"
-	default:
+	case x < 17:
 		o.Method = "credit_card"
 		if rng.Intn(2) == 0 {
 			o.Offer = "offer-premium"
@@ -415,14 +521,24 @@ func orderAt(seed int64, i int) order {
 		case rng.Intn(4) == 0:
 			o.Refund = 500 + rng.Int63n(4000)
 		}
+	default:
+		o.Method, o.Offer, o.PayBy = "subscribe", "plan-basic", "pix"
+		if rng.Intn(2) == 0 {
+			o.PayBy = "credit_card"
+		}
+		if rng.Intn(2) == 0 {
+			o.NewPlan = "plan-pro"
+		}
 	}
 	return o
 }
 
 // chargeOpID and refundOpID are the operation IDs the order code uses: the
-// SDK's default for charges, one refund per order.
+// SDK's default for charges and subscriptions, one refund or plan change
+// per order.
 func chargeOpID(o order) string { return o.Method + ":" + o.Ref }
 func refundOpID(o order) string { return "refund:" + o.Ref }
+func planOpID(o order) string   { return "plan-change:" + o.Ref }
 
 // outcome is how one business operation ended for the order code.
 type outcome struct {
@@ -448,8 +564,8 @@ type orderRunner struct {
 	pause    time.Duration // base pause before calling again after a refusal
 }
 
-// process runs an order: its charge, then its refund if it has one and the
-// charge succeeded.
+// process runs an order: its charge (or subscription), then its refund or
+// plan change if it has one and the first operation succeeded.
 func (r *orderRunner) process(ctx context.Context, o order) []outcome {
 	if r.deadline > 0 {
 		var cancel context.CancelFunc
@@ -460,13 +576,22 @@ func (r *orderRunner) process(ctx context.Context, o order) []outcome {
 		return r.charge(ctx, o)
 	})
 	out := []outcome{ch}
-	if ch.State == "succeeded" && o.Refund > 0 {
+	switch {
+	case ch.State == "succeeded" && o.Refund > 0:
 		out = append(out, r.until(ctx, o.Index, refundOpID(o), func(ctx context.Context) (string, pagpolar.Source, error) {
 			res, err := r.c.Refunds.Create(ctx, pagpolar.RefundParams{OperationID: refundOpID(o), SaleID: ch.Ref, Amount: o.Refund, Reason: "customer asked"})
 			if err != nil {
 				return "", "", err
 			}
 			return res.Refund.ID, res.Operation.Source, nil
+		}))
+	case ch.State == "succeeded" && o.NewPlan != "":
+		out = append(out, r.until(ctx, o.Index, planOpID(o), func(ctx context.Context) (string, pagpolar.Source, error) {
+			res, err := r.c.Subscriptions.ChangePlan(ctx, pagpolar.ChangePlanParams{OperationID: planOpID(o), SubscriptionID: ch.Ref, NewOfferID: o.NewPlan})
+			if err != nil {
+				return "", "", err
+			}
+			return res.PlanChange.ID, res.Operation.Source, nil
 		}))
 	}
 	return out
@@ -482,6 +607,16 @@ func (r *orderRunner) charge(ctx context.Context, o order) (string, pagpolar.Sou
 		ch, err = r.c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: o.Offer, ExternalReference: o.Ref, Customer: demoCustomer})
 	case "boleto":
 		ch, err = r.c.Payments.Boleto(ctx, pagpolar.BoletoParams{OfferID: o.Offer, ExternalReference: o.Ref, Customer: demoCustomer})
+	case "subscribe":
+		p := pagpolar.SubscribeParams{OfferID: o.Offer, ExternalReference: o.Ref, Customer: demoCustomer, PaymentMethod: o.PayBy}
+		if o.PayBy == "credit_card" {
+			p.CardToken = "tok_ok_" + o.Ref
+		}
+		res, err := r.c.Subscriptions.Subscribe(ctx, p)
+		if err != nil {
+			return "", "", err
+		}
+		return res.Subscription.ID, res.Operation.Source, nil
 	default:
 		tok := "tok_ok_" + o.Ref
 		if o.Decline {
@@ -629,11 +764,20 @@ func (r *results) obtained() report.Counts {
 // not-found). Rounds go on until nothing is open or ctx ends.
 func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, credential string, run *orderRunner, seed int64, n int, res *results, conc int) report.Settling {
 	var s report.Settling
+	if run.calls == 0 {
+		// A few calls per operation and round: an operation the SDK keeps
+		// answering "outcome unknown" (a shape it cannot verify) would
+		// otherwise be called until the run's deadline.
+		r := *run
+		r.calls = 4
+		run = &r
+	}
 	index := make(map[string]int, n)
 	for i := range n {
 		o := orderAt(seed, i)
-		index[chargeOpID(o)], index[refundOpID(o)] = i, i
+		index[chargeOpID(o)], index[refundOpID(o)], index[planOpID(o)] = i, i, i
 	}
+	stuck := 0
 	for round := 0; ctx.Err() == nil; round++ {
 		open := res.unsettledOps()
 		recs, err := store.List(ctx, keystore.Filter{
@@ -649,6 +793,16 @@ func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, cr
 		}
 		if round == 0 {
 			s.LeftUnsettled = len(open)
+		}
+		if round > 0 && len(open) >= s.StillUnsettledEnd && err == nil {
+			// No progress: what is left stays "outcome unknown" (an answer
+			// the SDK cannot verify) until a person looks. Give it two more
+			// rounds (a lease may have had to expire), then stop.
+			if stuck++; stuck >= 3 {
+				break
+			}
+		} else {
+			stuck = 0
 		}
 		s.StillUnsettledEnd = len(open)
 		if len(open) == 0 && err == nil {
@@ -731,13 +885,28 @@ func expectedOps(ctx context.Context, store keystore.Store, credential string, s
 		if err != nil {
 			return nil, err
 		}
-		e.Method, e.ExternalReference = o.Method, o.Ref
+		e.Kind, e.Method, e.ExternalReference = "charge", o.Method, o.Ref
+		if o.Method == "subscribe" {
+			e.Kind, e.Method = "subscribe", o.PayBy
+		}
 		out = append(out, e)
-		if o.Refund > 0 && e.Found && e.Record.State == keystore.StateSucceeded {
+		if !e.Found || e.Record.State != keystore.StateSucceeded {
+			continue
+		}
+		switch {
+		case o.Refund > 0:
 			r, err := get(refundOpID(o))
 			if err != nil {
 				return nil, err
 			}
+			r.Kind = "refund"
+			out = append(out, r)
+		case o.NewPlan != "":
+			r, err := get(planOpID(o))
+			if err != nil {
+				return nil, err
+			}
+			r.Kind = "plan_change"
 			out = append(out, r)
 		}
 	}

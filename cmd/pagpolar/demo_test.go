@@ -27,11 +27,11 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("exit %d, report:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	c := rep.Check
-	if len(c.Duplicates)+len(c.WithoutOutcome)+len(c.Mismatches)+len(c.Orphans) != 0 {
+	if len(c.Duplicates)+len(c.FalseFailures)+len(c.WithoutEffect)+len(c.Orphans)+len(c.Unfinished)+len(c.Unknown) != 0 {
 		t.Fatalf("check %+v", c)
 	}
-	if c.Effects+c.Declined < rep.Orders || c.ByKind["refund"] == 0 || c.Declined == 0 {
-		t.Fatalf("want every order charged or declined and some refunds: %+v", c)
+	if c.Effects+c.Declined < rep.Orders || c.ByKind["refund"] == 0 || c.ByKind["subscription"] == 0 || c.ByKind["plan_change"] == 0 || c.Declined == 0 {
+		t.Fatalf("want every order charged or declined, and some refunds, subscriptions and plan changes: %+v", c)
 	}
 	if !strings.HasPrefix(rep.Store, "sqlite:") {
 		t.Errorf("default store %q, want a SQLite file", rep.Store)
@@ -73,15 +73,47 @@ func TestDemoTextReport(t *testing.T) {
 	if code := runDemo(context.Background(), []string{"-orders", "40", "-fault-rate", "0", "-store", "memory:"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"pagpolar demo: OK", "operations with more than one effect  0", "operations without an outcome         0", "store                                 memory:"} {
+	for _, want := range []string{"pagpolar demo: OK", "charged twice (2+ successful effects)    0", "operations left unfinished               0", "store                                    memory:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 }
 
+// TestDemoEveryShape runs the demo against the fake answering in each
+// plausible shape and with the client's clock off: every run must report
+// no double effect, no false failure and no success without an effect
+// (unknown outcomes are allowed, and counted).
+func TestDemoEveryShape(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runDemo(context.Background(), []string{"-shapes", "all", "-orders", "120", "-concurrency", "16", "-fault-rate", "0.5", "-seed", "5", "-json"}, &out, &errb)
+	var reps []report.Report
+	if err := json.Unmarshal(out.Bytes(), &reps); err != nil {
+		t.Fatalf("exit %d, not a JSON list of reports: %v\n%s", code, err, errb.String())
+	}
+	if len(reps) != len(pagpolartest.AllShapes())+1 {
+		t.Fatalf("%d reports, want one per shape", len(reps))
+	}
+	for _, rep := range reps {
+		c := rep.Check
+		if !rep.OK() || len(c.Duplicates)+len(c.FalseFailures)+len(c.WithoutEffect)+len(c.Orphans) != 0 {
+			t.Errorf("shapes %v: %+v", rep.Shapes, c)
+		}
+		t.Logf("shapes %v: %d operations, %d unknown at the end, settling %.1fs", rep.Shapes, c.Operations, len(c.Unknown), rep.Settling.SettleMS/1000)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, off := range []string{"5m", "-5m", "3s", "-3s"} {
+		var out, errb bytes.Buffer
+		if code := runDemo(context.Background(), []string{"-client-clock-offset", off, "-orders", "120", "-concurrency", "16", "-fault-rate", "0.5", "-json"}, &out, &errb); code != 0 {
+			t.Errorf("clock offset %s: exit %d\n%s", off, code, out.String())
+		}
+	}
+}
+
 func TestDemoFlags(t *testing.T) {
-	for _, args := range [][]string{{"-orders", "0"}, {"-concurrency", "-1"}, {"-fault-rate", "1.5"}, {"-window", "1ms"}, {"stray"}} {
+	for _, args := range [][]string{{"-orders", "0"}, {"-concurrency", "-1"}, {"-fault-rate", "1.5"}, {"-window", "1ms"}, {"stray"}, {"-shapes", "nope"}} {
 		var errb bytes.Buffer
 		if code := runDemo(context.Background(), args, &bytes.Buffer{}, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())

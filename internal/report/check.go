@@ -15,41 +15,56 @@ type Expected struct {
 	OperationID string // as the caller named it, e.g. "pix:order-17"
 	Record      keystore.Record
 	Found       bool
-	// Method and ExternalReference name a charge's effect group; a refund's
-	// group is its Idempotency-Key (Record.Key).
+	// Kind is "charge" (the default), "subscribe", "refund" or
+	// "plan_change". Method and ExternalReference name a charge's or a
+	// subscription's effect group; a refund's or plan change's group is its
+	// Idempotency-Key (Record.Key).
+	Kind              string
 	Method            string
 	ExternalReference string
 }
 
 // Check is the verdict of comparing a run's operations with the fake
-// server's ledger. The run is correct only when every list is empty.
+// server's ledger. The run is correct only when the must-be-zero lists are
+// empty; Unknown counts operations left "outcome unknown", which the SDK
+// may do when it cannot prove what happened (never a wrong answer).
 type Check struct {
 	Operations int `json:"operations"`
 	// Effects counts the successful effects in the ledger (sales that were
-	// not declined, refunds), and Declined the declined sales.
+	// not declined, refunds, subscriptions, plan changes), and Declined the
+	// declined sales.
 	Effects  int            `json:"successful_effects"`
 	ByKind   map[string]int `json:"successful_effects_by_kind"`
 	Declined int            `json:"declined_sales"`
 	// States counts the operations by their final record state.
 	States map[string]int `json:"final_states"`
 
+	// Must be zero:
 	// Duplicates: operations with more than one successful effect.
 	Duplicates []string `json:"duplicates"`
-	// WithoutOutcome: operations whose record is missing or not settled as
-	// succeeded or failed at the end (pending, unknown, not_executed).
-	WithoutOutcome []string `json:"without_outcome"`
-	// Mismatches: the record and the ledger disagree (succeeded without
-	// its effect in the ledger, or failed while an effect exists).
-	Mismatches []string `json:"mismatches"`
-	// Orphans: successful effects of the credential that belong to no
-	// expected operation.
+	// FalseFailures: operations recorded failed or not executed while
+	// their successful effect exists.
+	FalseFailures []string `json:"false_failures"`
+	// WithoutEffect: operations recorded succeeded whose effect is not in
+	// the ledger (or is not theirs).
+	WithoutEffect []string `json:"succeeded_without_effect"`
+	// Orphans: successful effects of the credential that no expected
+	// operation accounts for (a charge nobody asked for).
 	Orphans []string `json:"orphans"`
+	// Unfinished: operations with no record, or pending or not executed at
+	// the end (the run did not finish its work).
+	Unfinished []string `json:"unfinished"`
+
+	// Allowed, and counted: operations left unknown at the end, with
+	// whether their effect exists.
+	Unknown []string `json:"unknown"`
 }
 
-// OK reports whether no operation got two effects, none was left without
-// an outcome, and the records agree with the ledger.
+// OK reports whether no operation got two effects or a wrong outcome, no
+// effect is unaccounted for, and every operation has a record that is
+// settled or honestly unknown.
 func (c Check) OK() bool {
-	return len(c.Duplicates) == 0 && len(c.WithoutOutcome) == 0 && len(c.Mismatches) == 0 && len(c.Orphans) == 0
+	return len(c.Duplicates) == 0 && len(c.FalseFailures) == 0 && len(c.WithoutEffect) == 0 && len(c.Orphans) == 0 && len(c.Unfinished) == 0
 }
 
 // Verify compares the expected operations of credential with the ledger.
@@ -82,7 +97,7 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 		}
 		if !op.Found {
 			c.States["missing"]++
-			c.WithoutOutcome = append(c.WithoutOutcome, op.OperationID+": no record")
+			c.Unfinished = append(c.Unfinished, op.OperationID+": no record")
 			continue
 		}
 		st := op.Record.State
@@ -91,16 +106,26 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 		case keystore.StateSucceeded:
 			switch {
 			case len(effs) == 0:
-				c.Mismatches = append(c.Mismatches, fmt.Sprintf("%s: succeeded with %s, but the ledger has no effect", op.OperationID, op.Record.ResultRef))
-			case !hasID(effs, op.Record.ResultRef):
-				c.Mismatches = append(c.Mismatches, fmt.Sprintf("%s: succeeded with %s, the ledger has %s", op.OperationID, op.Record.ResultRef, ids(effs)))
+				c.WithoutEffect = append(c.WithoutEffect, fmt.Sprintf("%s: succeeded with %s, but the ledger has no effect", op.OperationID, op.Record.ResultRef))
+			case !hasID(effs, op.Record.ResultRef) && !(op.Kind == "plan_change" && strings.HasPrefix(op.Record.ResultRef, "subscription ")):
+				// A plan change settled from a subscription that lists no
+				// plan changes has no ID of its own; its group is its key.
+				c.WithoutEffect = append(c.WithoutEffect, fmt.Sprintf("%s: succeeded with %s, the ledger has %s", op.OperationID, op.Record.ResultRef, ids(effs)))
 			}
-		case keystore.StateFailed:
+		case keystore.StateFailed, keystore.StateNotExecuted:
 			if len(effs) > 0 {
-				c.Mismatches = append(c.Mismatches, fmt.Sprintf("%s: failed (%s), but the ledger has %s", op.OperationID, op.Record.Error, ids(effs)))
+				c.FalseFailures = append(c.FalseFailures, fmt.Sprintf("%s: %s (%s), but the ledger has %s", op.OperationID, st, op.Record.Error, ids(effs)))
+			} else if st == keystore.StateNotExecuted {
+				c.Unfinished = append(c.Unfinished, fmt.Sprintf("%s: not executed at the end (%s)", op.OperationID, op.Record.Error))
 			}
+		case keystore.StateUnknown:
+			has := "no effect"
+			if len(effs) > 0 {
+				has = "its effect " + ids(effs) + " exists"
+			}
+			c.Unknown = append(c.Unknown, fmt.Sprintf("%s: unknown, %s (%s)", op.OperationID, has, op.Record.Error))
 		default:
-			c.WithoutOutcome = append(c.WithoutOutcome, fmt.Sprintf("%s: %s (%s)", op.OperationID, st, op.Record.Error))
+			c.Unfinished = append(c.Unfinished, fmt.Sprintf("%s: %s (%s)", op.OperationID, st, op.Record.Error))
 		}
 	}
 	for g, effs := range groups {
@@ -108,17 +133,21 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 			c.Orphans = append(c.Orphans, fmt.Sprintf("%s: %s", g, ids(effs)))
 		}
 	}
-	sort.Strings(c.Duplicates)
-	sort.Strings(c.WithoutOutcome)
-	sort.Strings(c.Mismatches)
-	sort.Strings(c.Orphans)
+	for _, l := range [][]string{c.Duplicates, c.FalseFailures, c.WithoutEffect, c.Orphans, c.Unfinished, c.Unknown} {
+		sort.Strings(l)
+	}
 	return c
 }
 
 // groupOf names op's effect group as pagpolartest.DefaultGroup does.
 func groupOf(credential string, op Expected) string {
-	if op.Method != "" {
+	switch op.Kind {
+	case "", "charge":
 		return pagpolartest.DefaultGroup(pagpolartest.Effect{Kind: "sale", CredentialID: credential, Method: op.Method, ExternalReference: op.ExternalReference})
+	case "subscribe":
+		return pagpolartest.DefaultGroup(pagpolartest.Effect{Kind: "subscription", CredentialID: credential, Method: op.Method, ExternalReference: op.ExternalReference})
+	case "plan_change":
+		return pagpolartest.DefaultGroup(pagpolartest.Effect{Kind: "plan_change", CredentialID: credential, Key: op.Record.Key})
 	}
 	return pagpolartest.DefaultGroup(pagpolartest.Effect{Kind: "refund", CredentialID: credential, Key: op.Record.Key})
 }

@@ -20,6 +20,10 @@ type Report struct {
 	FaultRate float64 `json:"fault_rate"`
 	Seed      int64   `json:"seed"`
 	WindowMS  float64 `json:"processing_window_ms"`
+	// Shapes the fake answered in ("today": internal/wire's), and the
+	// offset of the client's clock from the fake's and the store's.
+	Shapes            []string `json:"shapes"`
+	ClientClockOffset string   `json:"client_clock_offset,omitempty"`
 
 	Check Check `json:"check"`
 
@@ -49,6 +53,9 @@ type Settling struct {
 	SettledByReissue  int `json:"settled_by_reissue"`  // settled by calling again with the same operation ID
 	ReconcileRounds   int `json:"reconcile_rounds"`    // ResumeAll + re-issue rounds run
 	StillUnsettledEnd int `json:"still_unsettled_end"` // left after the last round
+	// SettleMS is how long settling took, from the end of the checkout
+	// pass until nothing more could be settled.
+	SettleMS float64 `json:"settle_ms"`
 }
 
 // Requests counts what the fake server received.
@@ -101,16 +108,23 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "pagpolar %s: %s\n", r.Mode, verdict)
 	line("store", "%s", r.Store)
-	line("orders", "%d (operations %d; fault rate %.0f%%, seed %d, in-processing window %s)", r.Orders, r.Check.Operations, r.FaultRate*100, r.Seed, msString(r.WindowMS))
+	shapes := "today (internal/wire's)"
+	if len(r.Shapes) > 0 {
+		shapes = strings.Join(r.Shapes, ", ")
+	}
+	line("answer shapes", "%s; client clock offset %s", shapes, orZero(r.ClientClockOffset))
+	line("orders", "%d (operations %d; fault rate %.0f%%, seed %d; in-processing window %s, standing in for the API's 60 s)", r.Orders, r.Check.Operations, r.FaultRate*100, r.Seed, msString(r.WindowMS))
 	line("successful effects in the ledger", "%d (%s); declined sales %d", r.Check.Effects, counts(Counts(r.Check.ByKind)), r.Check.Declined)
-	line("operations with more than one effect", "%d%s", len(r.Check.Duplicates), must0(len(r.Check.Duplicates)))
-	line("operations without an outcome", "%d%s", len(r.Check.WithoutOutcome), must0(len(r.Check.WithoutOutcome)))
-	line("records disagreeing with the ledger", "%d%s", len(r.Check.Mismatches), must0(len(r.Check.Mismatches)))
-	line("effects of no operation", "%d%s", len(r.Check.Orphans), must0(len(r.Check.Orphans)))
+	line("charged twice (2+ successful effects)", "%d%s", len(r.Check.Duplicates), must0(len(r.Check.Duplicates)))
+	line("reported failed while the effect exists", "%d%s", len(r.Check.FalseFailures), must0(len(r.Check.FalseFailures)))
+	line("reported succeeded without the effect", "%d%s", len(r.Check.WithoutEffect), must0(len(r.Check.WithoutEffect)))
+	line("effects no operation asked for", "%d%s", len(r.Check.Orphans), must0(len(r.Check.Orphans)))
+	line("operations left unfinished", "%d%s", len(r.Check.Unfinished), must0(len(r.Check.Unfinished)))
+	line("left \"outcome unknown\"", "%d (allowed: the SDK could not prove what happened and says so; a later call settles it)", len(r.Check.Unknown))
 	line("final states", "%s", counts(Counts(r.Check.States)))
 	line("how obtained", "%s", counts(r.Obtained))
-	line("settled after the checkout pass", "%d left unsettled: %d by ResumeAll, %d by re-issue, %d still open after %d rounds",
-		r.Settling.LeftUnsettled, r.Settling.SettledByResume, r.Settling.SettledByReissue, r.Settling.StillUnsettledEnd, r.Settling.ReconcileRounds)
+	line("after the checkout pass", "%d operations still open; settled by ResumeAll (lookups, never a charge) %d, by calling again with the same operation ID %d; %d open at the end, after %d rounds, %s",
+		r.Settling.LeftUnsettled, r.Settling.SettledByResume, r.Settling.SettledByReissue, r.Settling.StillUnsettledEnd, r.Settling.ReconcileRounds, msString(r.Settling.SettleMS))
 	line("retries by cause", "%s", counts(r.SDK.Retries))
 	line("ambiguous answers by cause", "%s (settled by %d lookups)", counts(r.SDK.Ambiguous), r.SDK.Lookups)
 	line("budget exhaustions", "%d", r.SDK.Budget)
@@ -129,7 +143,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, l := range []struct {
 		name string
 		list []string
-	}{{"duplicate", r.Check.Duplicates}, {"without outcome", r.Check.WithoutOutcome}, {"mismatch", r.Check.Mismatches}, {"orphan", r.Check.Orphans}} {
+	}{{"charged twice", r.Check.Duplicates}, {"false failure", r.Check.FalseFailures}, {"succeeded without effect", r.Check.WithoutEffect},
+		{"effect nobody asked for", r.Check.Orphans}, {"unfinished", r.Check.Unfinished}, {"unknown", r.Check.Unknown}} {
 		for i, s := range l.list {
 			if i == 20 {
 				fmt.Fprintf(w, "  %s: ... and %d more\n", l.name, len(l.list)-20)
@@ -144,6 +159,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+func orZero(s string) string {
+	if s == "" {
+		return "0s"
+	}
+	return s
 }
 
 func must0(n int) string {

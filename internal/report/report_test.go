@@ -104,7 +104,7 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 	if ok.OK() {
 		t.Fatal("o2's two sales belong to no expected operation: want orphans")
 	}
-	if len(ok.Orphans) != 1 || len(ok.Duplicates) != 0 || len(ok.Mismatches) != 0 || len(ok.WithoutOutcome) != 0 {
+	if len(ok.Orphans) != 1 || len(ok.Duplicates) != 0 || len(ok.FalseFailures)+len(ok.WithoutEffect) != 0 || len(ok.Unfinished) != 0 {
 		t.Fatalf("check %+v", ok)
 	}
 	if ok.Declined != 1 || ok.Effects != 3 || ok.States["succeeded"] != 1 || ok.States["failed"] != 1 {
@@ -126,11 +126,11 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 	if len(bad.Duplicates) != 2 || !strings.Contains(bad.Duplicates[0], two.Sale.ID) {
 		t.Errorf("duplicates %v, want o2's two sales (twice: two operations claim the group)", bad.Duplicates)
 	}
-	if len(bad.WithoutOutcome) != 2 {
-		t.Errorf("without outcome %v, want the pending o1 and the missing o9", bad.WithoutOutcome)
+	if len(bad.Unfinished) != 2 {
+		t.Errorf("unfinished %v, want the pending o1 and the missing o9", bad.Unfinished)
 	}
-	if len(bad.Mismatches) != 2 || !strings.Contains(strings.Join(bad.Mismatches, "|"), one.Sale.ID) {
-		t.Errorf("mismatches %v, want the wrong ref and the failed record with a sale", bad.Mismatches)
+	if len(bad.WithoutEffect) != 1 || len(bad.FalseFailures) != 1 || !strings.Contains(bad.FalseFailures[0], one.Sale.ID) {
+		t.Errorf("without effect %v, false failures %v: want the wrong ref, and the failed record with a sale", bad.WithoutEffect, bad.FalseFailures)
 	}
 	if bad.OK() {
 		t.Fatal("a bad run reported OK")
@@ -142,7 +142,7 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 	if err := rep.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pagpolar demo: FAILED", "operations with more than one effect  2   <-- must be 0", "response 2"} {
+	for _, want := range []string{"pagpolar demo: FAILED", "charged twice (2+ successful effects)    2   <-- must be 0", "response 2"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}
