@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +225,33 @@ func BenchmarkOutageCall(b *testing.B) {
 			}
 			b.ReportMetric(float64(total)/float64(time.Millisecond)/float64(b.N), "ms/call")
 		})
+	}
+}
+
+// TestGoRedisLogRoutedToSlog: go-redis's own lines (here, a failed dial) go
+// to slog.Default() at debug level, tagged logger=go-redis, and nowhere
+// when debug is off.
+func TestGoRedisLogRoutedToSlog(t *testing.T) {
+	old := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(old) })
+	fail := func() {
+		c := redis.NewClient(&redis.Options{Addr: closedAddr(t), DialerRetries: 1, MaxRetries: -1})
+		defer c.Close()
+		if err := c.Ping(context.Background()).Err(); err == nil {
+			t.Fatal("Ping to a closed port succeeded")
+		}
+	}
+	var debug logBuffer
+	slog.SetDefault(debug.logger())
+	fail()
+	out := debug.String()
+	if !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "logger=go-redis") || !strings.Contains(out, "failed to dial") {
+		t.Fatalf("go-redis's failed dial did not reach slog at debug level:\n%s", out)
+	}
+	var info logBuffer
+	slog.SetDefault(slog.New(slog.NewTextHandler(&info, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	fail()
+	if out := info.String(); out != "" {
+		t.Fatalf("go-redis logged with debug off:\n%s", out)
 	}
 }

@@ -54,10 +54,10 @@ func (d durability) String() string {
 }
 
 type config struct {
-	prefix     string
-	retention  time.Duration
-	shards     int
-	durability durability
+	prefix      string
+	retention   time.Duration
+	shards      int
+	durability  durability
 	logger      *slog.Logger
 	listPage    int64 // index entries List reads per index and round trip under a prefix filter
 	callTimeout time.Duration
