@@ -83,7 +83,7 @@ func impatientRetries(o *redis.Options) {
 // the call timeout, on the inline path (ContextTimeoutEnabled) and on the
 // detached one (without it).
 func TestOutageCallsReturnWithinCallTimeout(t *testing.T) {
-	const bound = 300 * time.Millisecond
+	const bound = 500 * time.Millisecond
 	for _, v := range []struct {
 		name       string
 		ctxTimeout bool

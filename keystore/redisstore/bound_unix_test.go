@@ -22,7 +22,7 @@ import (
 // socket wait itself.
 func TestFrozenRedisCallsReturnWithinCallTimeout(t *testing.T) {
 	redisOptions(t) // the same switch as every other test against Redis
-	const bound = 300 * time.Millisecond
+	const bound = 500 * time.Millisecond
 	for _, v := range []struct {
 		name       string
 		ctxTimeout bool

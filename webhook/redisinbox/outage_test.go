@@ -109,7 +109,7 @@ func TestOutageBoundedByContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.cut()
-	const bound = 300 * time.Millisecond
+	const bound = 500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	took := insertTime(t, s, ctx)
