@@ -73,6 +73,13 @@ type workerCrash struct {
 	point string
 	prob  float64
 	skip  int
+	// forced (for process 0 of a slot) makes the crash certain, for
+	// tests: the slot keeps this plan for each new process until one has
+	// crashed at the point, the random killer spares those processes, and
+	// the slots without a forced plan start only once every forced crash
+	// has happened, so that a forced slot works orders nobody else works
+	// yet (with three or more workers) and reaches its point. Use prob 1.
+	forced bool
 }
 
 func (c *chaosConfig) crashFor(w, n int) workerCrash {
@@ -176,6 +183,10 @@ type chaosRun struct {
 	finals     map[string]outcome
 	stats      report.Stats
 	chaos      report.ChaosStats
+	// forcedLeft counts the slots whose forced crash has not happened
+	// (guarded by mu); forcedDone is closed when it reaches 0.
+	forcedLeft int
+	forcedDone chan struct{}
 }
 
 // incarnation is one worker process.
@@ -183,9 +194,20 @@ type incarnation struct {
 	slot, n   int
 	cmd       *exec.Cmd
 	killed    bool // by the parent (guarded by chaosRun.mu)
+	forced    bool // runs a forced crash plan: never killed at random
 	crashed   string
 	lastStats report.Stats
 	stderr    *tailBuffer
+}
+
+// forcedOver records that a slot's forced crash happened (or that the slot
+// ended without one), and opens the gate of the other slots after the last.
+func (r *chaosRun) forcedOver() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.forcedLeft--; r.forcedLeft == 0 {
+		close(r.forcedDone)
+	}
 }
 
 // chaos runs the whole scenario across processes and returns its report.
@@ -219,6 +241,15 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*report.Rep
 	r.doneOrders = make([]map[int]bool, cfg.workers)
 	for w := range r.doneOrders {
 		r.doneOrders[w] = map[int]bool{}
+	}
+	r.forcedDone = make(chan struct{})
+	for w := range slots {
+		if cfg.crashFor(w, 0).forced {
+			r.forcedLeft++
+		}
+	}
+	if r.forcedLeft == 0 {
+		close(r.forcedDone)
 	}
 
 	wctx, stopWorkers := context.WithCancel(ctx)
@@ -320,6 +351,22 @@ func assignOrders(orders, workers int) [][]int {
 // process gets the orders not reported finished yet, and is restarted when
 // it dies.
 func (r *chaosRun) slot(ctx context.Context, w int, assigned []int) error {
+	// A forced crash plan holds until a process crashes at its point; the
+	// slots without one wait until every forced crash has happened.
+	forced := r.cfg.crashFor(w, 0)
+	if forced.forced {
+		defer func() {
+			if forced.forced {
+				r.forcedOver() // ended without the crash: do not hold the others
+			}
+		}()
+	} else {
+		select {
+		case <-r.forcedDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	failures, idle := 0, 0
 	for n := 0; ; n++ {
 		remaining := r.remaining(w, assigned)
@@ -329,9 +376,19 @@ func (r *chaosRun) slot(ctx context.Context, w int, assigned []int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		inc, progressed, err := r.startAndWait(ctx, w, n, remaining)
+		plan := r.cfg.crashFor(w, n)
+		if forced.forced {
+			plan = forced
+		} else {
+			plan.forced = false
+		}
+		inc, progressed, err := r.startAndWait(ctx, w, n, remaining, plan)
 		if err != nil {
 			return err
+		}
+		if forced.forced && inc.crashed == forced.point {
+			forced.forced = false
+			r.forcedOver()
 		}
 		r.mu.Lock()
 		state := inc.cmd.ProcessState
@@ -379,7 +436,7 @@ func (r *chaosRun) remaining(w int, assigned []int) []int {
 
 // startAndWait runs one worker process over orders and reads its reports
 // until it exits.
-func (r *chaosRun) startAndWait(ctx context.Context, w, n int, orders []int) (*incarnation, bool, error) {
+func (r *chaosRun) startAndWait(ctx context.Context, w, n int, orders []int, cr workerCrash) (*incarnation, bool, error) {
 	cfg := r.cfg
 	args := []string{"worker",
 		"-base-url", r.srv.URL, "-credential", r.srv.CredentialID, "-store", r.storeURL,
@@ -392,7 +449,7 @@ func (r *chaosRun) startAndWait(ctx context.Context, w, n int, orders []int) (*i
 	cmd := exec.CommandContext(ctx, cfg.exe, args...)
 	env := append(os.Environ(), cfg.env...)
 	env = append(env, envToken+"="+r.srv.AddToken(r.srv.CredentialID))
-	if cr := cfg.crashFor(w, n); cr.point != "" {
+	if cr.point != "" {
 		env = append(env, envCrashAt+"="+cr.point, envCrashProb+"="+strconv.FormatFloat(cr.prob, 'g', -1, 64),
 			envCrashSkip+"="+strconv.Itoa(cr.skip), envCrashSeed+"="+strconv.FormatInt(cfg.seed*1000+int64(w*100+n), 10))
 	}
@@ -403,7 +460,7 @@ func (r *chaosRun) startAndWait(ctx context.Context, w, n int, orders []int) (*i
 		in.WriteByte('\n')
 	}
 	cmd.Stdin = &in
-	inc := &incarnation{slot: w, n: n, cmd: cmd, stderr: &tailBuffer{max: 8 << 10}}
+	inc := &incarnation{slot: w, n: n, cmd: cmd, forced: cr.forced, stderr: &tailBuffer{max: 8 << 10}}
 	cmd.Stderr = inc.stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -475,7 +532,8 @@ func (r *chaosRun) handle(inc *incarnation, m workerMsg) bool {
 	return false
 }
 
-// killer SIGKILLs a random running worker about every cfg.killEvery.
+// killer SIGKILLs a random running worker about every cfg.killEvery (never
+// one whose forced crash is still to come).
 func (r *chaosRun) killer(ctx context.Context) {
 	if r.cfg.killEvery <= 0 {
 		return
@@ -491,7 +549,7 @@ func (r *chaosRun) killer(ctx context.Context) {
 		r.mu.Lock()
 		var live []*incarnation
 		for inc := range r.running {
-			if inc.crashed == "" && !inc.killed {
+			if inc.crashed == "" && !inc.killed && !inc.forced {
 				live = append(live, inc)
 			}
 		}

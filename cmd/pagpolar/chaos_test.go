@@ -81,31 +81,48 @@ func TestTwoProcessesSameOrders(t *testing.T) {
 }
 
 // TestChaosSmall is the CI-sized `pagpolar chaos`: three worker processes,
-// every order worked by two of them, faults, workers SIGKILLed by the parent
-// at random moments and killing themselves at both crash points, restarted
-// with ResumeAll and their unfinished orders.
+// every order worked by two of them, faults, workers killing themselves at
+// both crash points and SIGKILLed by the parent at random moments,
+// restarted with ResumeAll and their unfinished orders.
+//
+// What it asserts does not depend on timing: worker 0 crashes at its first
+// after-save point and worker 1 at its first after-send point (forced
+// plans: the killer spares them and worker 2 starts only once both have
+// happened, so each works orders nobody else works yet), each crash leaves
+// an unfinished order and so a restart, and the ledger shows no double
+// effect and an outcome for every operation. The random kills, and the
+// further crashes planned at the 31st operation reaching the point in the
+// next two processes of workers 0 and 1, depend on how fast the machine is:
+// they are reported, not asserted.
 func TestChaosSmall(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			cfg := chaosTestConfig(t, kind)
 			cfg.killEvery, cfg.maxKills = time.Second, 2
-			// Workers 0 and 1 kill themselves at the 31st operation reaching
-			// their crash point, in each of their first three processes
-			// (a random kill may beat the first).
+			points := []string{crashAfterSave, crashAfterSend}
 			cfg.crashes = func(w, n int) workerCrash {
-				if w > 1 || n > 2 {
+				switch {
+				case w > 1:
 					return workerCrash{}
+				case n == 0:
+					return workerCrash{point: points[w], prob: 1, forced: true}
+				case n <= 2:
+					return workerCrash{point: points[w], prob: 1, skip: 30}
 				}
-				return workerCrash{point: []string{crashAfterSave, crashAfterSend}[w], prob: 1, skip: 30}
+				return workerCrash{}
 			}
 			r := runChaosTest(t, cfg)
 			c := r.Chaos
-			if c.Killed == 0 || c.CrashPoints[crashAfterSave] == 0 || c.CrashPoints[crashAfterSend] == 0 {
-				t.Fatalf("want random kills and both crash points: %+v", c)
+			t.Logf("bonus (not asserted): %d random kills, %d crash points in all (%d after-save, %d after-send), %d processes",
+				c.Killed, c.CrashPoints.Total(), c.CrashPoints[crashAfterSave], c.CrashPoints[crashAfterSend], c.Incarnations)
+			if c.CrashPoints[crashAfterSave] == 0 || c.CrashPoints[crashAfterSend] == 0 {
+				t.Fatalf("want both forced crash points: %+v", c)
 			}
-			if c.Incarnations < 3+c.Killed+c.CrashPoints.Total() {
-				t.Fatalf("%d processes for %d deaths: dead workers were not restarted", c.Incarnations, c.Killed+c.CrashPoints.Total())
+			// Each forced crash cut an order short, so its worker was
+			// started again.
+			if c.Incarnations < cfg.workers+len(points) {
+				t.Fatalf("%d processes for %d workers and %d forced crashes: crashed workers were not restarted", c.Incarnations, cfg.workers, len(points))
 			}
 			if !strings.Contains(r.text, "operations with more than one effect  0") {
 				t.Fatalf("report:\n%s", r.text)

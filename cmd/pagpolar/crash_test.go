@@ -134,6 +134,7 @@ func deleteRedisPrefix(t testing.TB, raw, prefix string) {
 		t.Errorf("cleanup: %v", err)
 		return
 	}
+	opt.DialerRetries, opt.ContextTimeoutEnabled = 1, true // fail fast, as storeurl's clients
 	c := redis.NewClient(opt)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

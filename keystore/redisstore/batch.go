@@ -41,6 +41,10 @@ type batcher struct {
 	exec     func(ctx context.Context, calls []*call) // runs calls, sets their results, closes done
 	maxBusy  int
 	maxBatch int
+	// detach runs even a call that finds a free slot on a goroutine of its
+	// own, so that its caller can stop waiting when its context ends: for
+	// clients that do not bound socket waits by the context.
+	detach bool
 
 	mu    sync.Mutex
 	queue []*call // non-empty only while busy == maxBusy
@@ -57,12 +61,19 @@ func (b *batcher) do(c *call) (res any, waitErr, err error) {
 	if b.busy < b.maxBusy {
 		b.busy++
 		b.mu.Unlock()
-		b.exec(c.ctx, []*call{c})
-		b.release()
-		return c.res, c.waitErr, c.err
+		if !b.detach {
+			b.exec(c.ctx, []*call{c})
+			b.release()
+			return c.res, c.waitErr, c.err
+		}
+		go func() {
+			b.exec(c.ctx, []*call{c})
+			b.release()
+		}()
+	} else {
+		b.queue = append(b.queue, c)
+		b.mu.Unlock()
 	}
-	b.queue = append(b.queue, c)
-	b.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.res, c.waitErr, c.err
@@ -77,6 +88,13 @@ func (b *batcher) do(c *call) (res any, waitErr, err error) {
 			return nil, nil, c.ctx.Err()
 		}
 	}
+}
+
+// idle reports that no call is running or queued.
+func (b *batcher) idle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.busy == 0 && len(b.queue) == 0
 }
 
 func (b *batcher) remove(c *call) bool {

@@ -104,7 +104,53 @@
 // (LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MOVED/ASK seen by the
 // durable path, BUSY, OOM, NOREPLICAS) return errors wrapping
 // keystore.ErrUnavailable. go-redis reconnects by itself, so the same Store
-// works again once Redis is back. Create the client with
-// ContextTimeoutEnabled: true for a context's deadline to bound network
-// waits; otherwise go-redis bounds them by its own read/write timeouts.
+// works again once Redis is back.
+//
+// # Bounded calls
+//
+// Every call that reaches Redis returns within the call timeout
+// (WithCallTimeout, default DefaultCallTimeout = 3 s) or by its context's
+// deadline if that is earlier — with an error wrapping
+// keystore.ErrUnavailable when Redis did not answer — whatever the client's
+// own settings. That matters because go-redis ≥ 9.2x retries each failed dial
+// DialerRetries times (default 5, 100 ms apart) inside each of MaxRetries+1
+// command attempts: against a refused port a call with the defaults takes
+// about 1.7 s to fail (BenchmarkOutageCall), and with a longer DialTimeout,
+// more retries or a host that drops packets it can take far longer than
+// 3 s (a Create took 40 s with MaxRetries 10 and DialerRetries 10, 200 ms
+// apart, before the store bounded it). The store gives
+// each call a context with the call timeout; go-redis honours a context's
+// deadline while it waits for a connection, dials and backs off, whatever
+// the client's options. Reads and writes on an open connection honour it
+// only with ContextTimeoutEnabled: true; for a client without it (or of a
+// type the store does not know) each call runs on a goroutine of its own
+// and the caller stops waiting at the deadline, leaving the command to end
+// within the client's ReadTimeout/WriteTimeout. A call that timed out may
+// or may not have been applied, like any call whose reply was lost; the
+// caller sends nothing on it (see the WAIT discussion above). New bounds
+// each of its checks the same way, and all of them by 10 s.
+//
+// A client built for this store should fail fast and let the store and its
+// callers decide about retrying:
+//
+//	opt.DialerRetries = 1             // one dial per connection attempt
+//	opt.ContextTimeoutEnabled = true  // the call's deadline bounds socket waits too
+//
+// keystore/storeurl builds its clients that way; the store then fails a call
+// against a refused port in under 0.1 s (go-redis still retries the command
+// MaxRetries times, with backoff).
+//
+// # Logging
+//
+// go-redis logs through one process-wide logger (redis.SetLogger), which by
+// default prints to stderr: during an outage, a line for every failed dial.
+// Importing this package installs, once, in its init function, a logger that
+// passes those lines to slog.Default() at debug level with the attribute
+// logger=go-redis: the store's errors already report every failure to its
+// caller, and a library should not print on its own. It is done at init, not
+// in New, so that the application always has the last word: a
+// redis.SetLogger (or logging.Disable / logging.Enable) call in main, or in
+// the init of any package that imports this one, replaces it, and New never
+// overrides it. Start-up warnings about Redis's settings go to WithLogger's
+// logger.
 package redisstore

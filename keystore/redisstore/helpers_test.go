@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,7 +30,10 @@ func redisOptions(t testing.TB) *redis.Options {
 	if err != nil {
 		t.Fatalf("%s: %v", redisEnv, err)
 	}
+	// As keystore/storeurl builds its clients: one dial per connection
+	// attempt, and the context bounds socket waits.
 	opt.ContextTimeoutEnabled = true
+	opt.DialerRetries = 1
 	return opt
 }
 
@@ -108,3 +114,47 @@ func newTestStore(t testing.TB, opts ...Option) (*Store, *redis.Client) {
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+// startRedis runs a private redis-server (the same binary as the shared
+// one) on a free loopback port and stops it when the test ends. Tests that
+// reconfigure, freeze or kill a server use one: the shared Redis is never
+// reconfigured.
+func startRedis(t *testing.T, args ...string) (*redis.Client, *exec.Cmd) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not on PATH: skipping a test that needs a private Redis")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	waitFor(t, "redis-server on port "+port+" to answer", func() bool {
+		return c.Ping(context.Background()).Err() == nil
+	})
+	return c, cmd
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,21 +76,29 @@ func (s *Store) List(ctx context.Context, f keystore.Filter) ([]keystore.Record,
 		maxScore = "(" + strconv.FormatInt(cutoff, 10)
 	}
 
-	cands, err := s.listCandidates(ctx, f.Prefix, states, maxScore, limit)
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	var cands []candidate
+	var cmds []*redis.MapStringStringCmd
+	err := s.bounded(cctx, func(ctx context.Context) error {
+		var err error
+		cands, err = s.listCandidates(ctx, f.Prefix, states, maxScore, limit)
+		if err != nil || len(cands) == 0 {
+			return err
+		}
+		pipe := s.client.Pipeline()
+		cmds = make([]*redis.MapStringStringCmd, len(cands))
+		for i, c := range cands {
+			cmds[i] = pipe.HGetAll(ctx, s.recordKey(c.id))
+		}
+		_, err = pipe.Exec(ctx)
+		return err
+	})
 	if err != nil {
-		return nil, wrapErr("list", f.Prefix, err)
+		return nil, wrapErr("list", f.Prefix, s.timedOut(ctx, cctx, err))
 	}
 	if len(cands) == 0 {
 		return nil, nil
-	}
-
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(cands))
-	for i, c := range cands {
-		cmds[i] = pipe.HGetAll(ctx, s.recordKey(c.id))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, wrapErr("list", f.Prefix, err)
 	}
 	out := make([]keystore.Record, 0, len(cands))
 	for _, cmd := range cmds {
@@ -193,14 +202,24 @@ func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) 
 		return 0, nil
 	}
 	cutoff := ceilMicros(before)
-	n := 0
-	for shard := 0; shard < s.cfg.shards && n < limit; shard++ {
-		keys := []string{s.indexKey(shard, keystore.StateSucceeded), s.indexKey(shard, keystore.StateFailed)}
-		m, err := deleteScript.Run(ctx, s.client, keys, cutoff, limit-n, s.recordPrefix(shard)).Int()
-		if err != nil {
-			return n, wrapErr("delete expired", "", err)
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	// n is atomic: a call abandoned by bounded reports the removals done
+	// before it ran out of time, while its goroutine may still run.
+	var n atomic.Int64
+	err := s.bounded(cctx, func(ctx context.Context) error {
+		for shard := 0; shard < s.cfg.shards && int(n.Load()) < limit; shard++ {
+			keys := []string{s.indexKey(shard, keystore.StateSucceeded), s.indexKey(shard, keystore.StateFailed)}
+			m, err := deleteScript.Run(ctx, s.client, keys, cutoff, limit-int(n.Load()), s.recordPrefix(shard)).Int()
+			if err != nil {
+				return err
+			}
+			n.Add(int64(m))
 		}
-		n += m
+		return nil
+	})
+	if err != nil {
+		return int(n.Load()), wrapErr("delete expired", "", s.timedOut(ctx, cctx, err))
 	}
-	return n, nil
+	return int(n.Load()), nil
 }

@@ -18,6 +18,12 @@ const (
 	DefaultShards = 16
 	// MaxShards is one shard per Cluster hash slot at most.
 	MaxShards = 16384
+	// DefaultCallTimeout bounds each Store call that reaches Redis: a call
+	// returns, with an error wrapping keystore.ErrUnavailable, within this
+	// long of starting (or by its context's deadline, if that comes first),
+	// whatever the client's dial retries, command retries and timeouts (see
+	// the package documentation, "Bounded calls").
+	DefaultCallTimeout = 3 * time.Second
 	// startupTimeout bounds New's checks (New takes no context).
 	startupTimeout = 10 * time.Second
 )
@@ -48,16 +54,20 @@ func (d durability) String() string {
 }
 
 type config struct {
-	prefix     string
-	retention  time.Duration
-	shards     int
-	durability durability
-	logger     *slog.Logger
-	listPage   int64 // index entries List reads per index and round trip under a prefix filter
+	prefix      string
+	retention   time.Duration
+	shards      int
+	durability  durability
+	logger      *slog.Logger
+	listPage    int64 // index entries List reads per index and round trip under a prefix filter
+	callTimeout time.Duration
 }
 
 func defaultConfig() config {
-	return config{prefix: DefaultPrefix, retention: DefaultRetention, shards: DefaultShards, listPage: defaultListPage}
+	return config{
+		prefix: DefaultPrefix, retention: DefaultRetention, shards: DefaultShards,
+		listPage: defaultListPage, callTimeout: DefaultCallTimeout,
+	}
 }
 
 func (c *config) validate() error {
@@ -89,9 +99,16 @@ func (c *config) validate() error {
 			return fmt.Errorf("redisstore: WAITAOF numreplicas %d: must be >= 0, and numlocal+numreplicas >= 1", d.replicas)
 		}
 	}
+	if c.callTimeout < time.Millisecond {
+		return fmt.Errorf("redisstore: call timeout %s: must be at least 1ms", c.callTimeout)
+	}
 	if d.mode != durableNone && d.timeout < time.Millisecond {
 		// WAIT with timeout 0 blocks forever on the server.
 		return fmt.Errorf("redisstore: %s: timeout must be at least 1ms", d)
+	}
+	if d.mode != durableNone && d.timeout >= c.callTimeout {
+		// Every durable write would run out of time waiting.
+		return fmt.Errorf("redisstore: %s: timeout must be shorter than the call timeout %s (WithCallTimeout)", d, c.callTimeout)
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -123,7 +140,8 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 // replicas replicas have acknowledged the write, for at most timeout, before
 // returning. Fewer acknowledgements → an error wrapping ErrNotDurable and
 // keystore.ErrUnavailable (see the package documentation). timeout must be
-// shorter than the client's ReadTimeout.
+// shorter than the client's ReadTimeout and the call timeout
+// (WithCallTimeout).
 func WithWait(replicas int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.durability = durability{mode: durableWait, replicas: replicas, timeout: timeout}
@@ -134,7 +152,8 @@ func WithWait(replicas int, timeout time.Duration) Option {
 // 7.2) until the write is fsync'd to the local AOF (local = 1) and to the AOF
 // of replicas replicas, for at most timeout. New fails if the server does
 // not support it or has appendonly off while local = 1. timeout must be
-// shorter than the client's ReadTimeout.
+// shorter than the client's ReadTimeout and the call timeout
+// (WithCallTimeout).
 func WithWaitAOF(local, replicas int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.durability = durability{mode: durableWaitAOF, local: local, replicas: replicas, timeout: timeout}
@@ -143,3 +162,11 @@ func WithWaitAOF(local, replicas int, timeout time.Duration) Option {
 
 // WithLogger sets where start-up warnings go (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithCallTimeout sets how long one Store call may take before it gives up
+// with an error wrapping keystore.ErrUnavailable (default
+// DefaultCallTimeout; at least 1ms). A caller's context with an earlier
+// deadline ends the call sooner. Keep it above Redis's worst healthy
+// latency, WAIT/WAITAOF timeouts included: a call that times out may still
+// have been applied, and is reported like any unreachable store.
+func WithCallTimeout(d time.Duration) Option { return func(c *config) { c.callTimeout = d } }

@@ -135,7 +135,7 @@ func (p *proxy) relayReplies(client, server net.Conn) {
 	}
 }
 
-func proxiedStore(t *testing.T, tune func(*redis.Options)) (*Store, *proxy, *redis.Client) {
+func proxiedStore(t *testing.T, tune func(*redis.Options), opts ...Option) (*Store, *proxy, *redis.Client) {
 	t.Helper()
 	admin := newClient(t)
 	opt := redisOptions(t)
@@ -145,7 +145,7 @@ func proxiedStore(t *testing.T, tune func(*redis.Options)) (*Store, *proxy, *red
 		tune(opt)
 	}
 	c := dial(t, opt)
-	s, err := New(c, WithPrefix(testPrefix(t, admin)), WithLogger(quietLogger()))
+	s, err := New(c, append([]Option{WithPrefix(testPrefix(t, admin)), WithLogger(quietLogger())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,62 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
-
-// startRedis runs a private redis-server (the same binary as the shared
-// one) on a free port and stops it when the test ends.
-func startRedis(t *testing.T, args ...string) (*redis.Client, *exec.Cmd) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not on PATH: skipping the private master/replica test")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
-	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	waitFor(t, "redis-server on port "+port+" to answer", func() bool {
-		return c.Ping(context.Background()).Err() == nil
-	})
-	return c, cmd
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestWaitWithReplica runs a private master with one replica: with
 // WithWait(1, …) each durable write has reached the replica when it returns,

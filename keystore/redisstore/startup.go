@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // checkDurableClient rejects a durability mode the client cannot honour:
@@ -35,23 +38,27 @@ func (s *Store) checkDurableClient() error {
 	return nil
 }
 
-// checkPersistence logs what Redis keeps on disk, per master.
-func (s *Store) checkPersistence(ctx context.Context) {
+// errNoParam: CONFIG GET answered without the parameter (a server that
+// hides it).
+var errNoParam = errors.New("parameter not returned")
+
+// checkPersistence logs what Redis keeps on disk, per master. It fails
+// only when Redis cannot be reached (an error wrapping
+// keystore.ErrUnavailable); a refused CONFIG is logged and skipped.
+func (s *Store) checkPersistence(ctx context.Context) error {
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		// Errors are logged per node.
-		_ = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			s.checkNode(ctx, n, n.Options().Addr)
-			return nil
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			return s.checkNode(ctx, n, n.Options().Addr)
 		})
 	case *redis.Client:
-		s.checkNode(ctx, c, c.Options().Addr)
+		return s.checkNode(ctx, c, c.Options().Addr)
 	default:
-		s.checkNode(ctx, s.client, fmt.Sprintf("%T", s.client))
+		return s.checkNode(ctx, s.client, fmt.Sprintf("%T", s.client))
 	}
 }
 
-func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) {
+func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) error {
 	log := s.cfg.logger.With(slog.String("redis", addr))
 	get := func(name string) (string, error) {
 		m, err := c.ConfigGet(ctx, name).Result()
@@ -60,7 +67,7 @@ func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) {
 		}
 		v, ok := m[name]
 		if !ok {
-			return "", fmt.Errorf("CONFIG GET %s: parameter not returned", name)
+			return "", fmt.Errorf("CONFIG GET %s: %w", name, errNoParam)
 		}
 		return v, nil
 	}
@@ -72,10 +79,13 @@ func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) {
 		}
 	}
 	if err != nil {
+		if werr := wrapErr("start: CONFIG GET", addr, err); !errors.Is(err, errNoParam) && errors.Is(werr, keystore.ErrUnavailable) {
+			return werr // unreachable, or not ready: the next checks would fail too
+		}
 		// Managed Redis services block CONFIG: the settings are unknown,
 		// which is no reason to refuse to start.
 		log.DebugContext(ctx, "redisstore: cannot read Redis persistence settings; durability unknown", slog.Any("error", err))
-		return
+		return nil
 	}
 	// An eviction policy over all keys lets Redis drop a pending record
 	// under memory pressure; the operation could then be created (and
@@ -101,6 +111,7 @@ func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) {
 	default:
 		log.DebugContext(ctx, "redisstore: Redis persistence", slog.String("appendonly", aof), slog.String("appendfsync", fsync))
 	}
+	return nil
 }
 
 // checkLayout records the shard count under the prefix, or checks it

@@ -76,7 +76,8 @@ func TestStartupWarnsWhenRedisKeepsNothing(t *testing.T) {
 
 // restrictedUser creates an ACL user that may not run CONFIG (as on managed
 // Redis) and may only touch keys under keyPattern, and returns options that
-// log in as it.
+// log in as it. admin is a private server (startRedis): ACL SETUSER changes
+// the server's configuration, which tests never do on the shared one.
 func restrictedUser(t *testing.T, admin *redis.Client, keyPattern string) *redis.Options {
 	t.Helper()
 	ctx := context.Background()
@@ -91,6 +92,7 @@ func restrictedUser(t *testing.T, admin *redis.Client, keyPattern string) *redis
 		}
 	})
 	opt := redisOptions(t)
+	opt.Addr, opt.DB = admin.Options().Addr, 0
 	opt.Username, opt.Password = name, pass
 	return opt
 }
@@ -98,7 +100,8 @@ func restrictedUser(t *testing.T, admin *redis.Client, keyPattern string) *redis
 // TestStartupWithConfigBlocked: where CONFIG is denied, New starts anyway and
 // says at debug level that persistence is unknown.
 func TestStartupWithConfigBlocked(t *testing.T) {
-	admin := newClient(t)
+	redisOptions(t) // the same switch as every other test against Redis
+	admin, _ := startRedis(t)
 	prefix := testPrefix(t, admin)
 	c := dial(t, restrictedUser(t, admin, prefix+":*"))
 	if err := c.ConfigGet(context.Background(), "appendonly").Err(); err == nil {
@@ -125,7 +128,8 @@ func TestStartupWithConfigBlocked(t *testing.T) {
 // keys under the run's prefixes: every key any operation reads or writes,
 // including the ones scripts derive, is under the store's prefix.
 func TestConformanceRestrictedUser(t *testing.T) {
-	admin := newClient(t)
+	redisOptions(t) // the same switch as every other test against Redis
+	admin, _ := startRedis(t)
 	run := "pagpolartest-" + randomHex(t, 6)
 	c := dial(t, restrictedUser(t, admin, run+"-*"))
 	storetest.Run(t, func(t *testing.T) keystore.Store {
@@ -239,21 +243,31 @@ func TestWaitNotConfirmed(t *testing.T) {
 }
 
 // TestStartupWarnsOnAllKeysEviction: an allkeys-* eviction policy can drop
-// unfinished records, and New must say so. (maxmemory stays 0 on this test
-// server, so the policy never actually evicts while the test runs.)
+// unfinished records, and New must say so. The policy is set on a private
+// server started with it (the shared one is never reconfigured); maxmemory
+// stays 0, so it never actually evicts while the test runs.
 func TestStartupWarnsOnAllKeysEviction(t *testing.T) {
-	c := newClient(t)
-	ctx := context.Background()
-	old := configValue(t, c, "maxmemory-policy")
-	if err := c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
-		t.Skipf("CONFIG SET maxmemory-policy refused: %v", err)
+	redisOptions(t) // the same switch as every other test against Redis
+	c, _ := startRedis(t, "--maxmemory-policy", "allkeys-lru")
+	if got := configValue(t, c, "maxmemory-policy"); got != "allkeys-lru" {
+		t.Fatalf("private Redis runs with maxmemory-policy %q, want allkeys-lru", got)
 	}
-	t.Cleanup(func() { _ = c.ConfigSet(context.Background(), "maxmemory-policy", old).Err() })
 	var logs logBuffer
-	if _, err := New(c, WithPrefix(testPrefix(t, c)), WithLogger(logs.logger())); err != nil {
+	if _, err := New(c, WithLogger(logs.logger())); err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	if out := logs.String(); !strings.Contains(out, "maxmemory-policy allkeys-lru can evict") {
 		t.Fatalf("no eviction warning:\n%s", out)
+	}
+	// The shared server's default policy draws no such warning.
+	shared := newClient(t)
+	if policy := configValue(t, shared, "maxmemory-policy"); !strings.HasPrefix(policy, "allkeys-") {
+		var quiet logBuffer
+		if _, err := New(shared, WithPrefix(testPrefix(t, shared)), WithLogger(quiet.logger())); err != nil {
+			t.Fatalf("New on the shared Redis: %v", err)
+		}
+		if out := quiet.String(); strings.Contains(out, "can evict") {
+			t.Fatalf("maxmemory-policy %s drew an eviction warning:\n%s", policy, out)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,12 +23,17 @@ type Store struct {
 	client redis.UniversalClient
 	cfg    config
 	batch  *batcher
+	// honoursCtx: the client bounds socket waits by a command's context, so
+	// calls run inline under their call timeout (see bounded).
+	honoursCtx bool
+	// detached counts the goroutines of bounded calls still running.
+	detached atomic.Int64
 }
 
 var _ keystore.Store = (*Store)(nil)
 
 // New returns a Store on client. It checks, within a fixed 10 s bound since
-// New takes no context:
+// New takes no context (and within the call timeout per check):
 //   - the persistence settings of Redis (CONFIG GET), logging a warning when
 //     Redis keeps nothing on disk and a debug line when CONFIG is blocked;
 //   - that the prefix was not written with another shard count (WithShards);
@@ -38,6 +44,29 @@ var _ keystore.Store = (*Store)(nil)
 // is asked of a client that is neither *redis.Client (single node or
 // Sentinel failover) nor *redis.ClusterClient.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	s, err := build(client, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
+	for _, check := range []func(context.Context) error{s.checkPersistence, s.checkLayout, s.probeWaitAOF} {
+		cctx, ccancel := s.callCtx(ctx)
+		err := s.bounded(cctx, check)
+		if err != nil && !errors.Is(err, keystore.ErrUnavailable) && cctx.Err() != nil {
+			// Abandoned: the check did not return by the deadline.
+			err = wrapErr("start", "", s.timedOut(ctx, cctx, err))
+		}
+		ccancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// build returns a Store on client without reaching Redis.
+func build(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: client: nil")
 	}
@@ -48,18 +77,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, cfg: cfg}
-	s.batch = &batcher{exec: s.execBatch, maxBusy: defaultMaxBusy, maxBatch: defaultMaxBatch}
+	s := &Store{client: client, cfg: cfg, honoursCtx: honoursContext(client)}
+	s.batch = &batcher{exec: s.execBatch, maxBusy: defaultMaxBusy, maxBatch: defaultMaxBatch, detach: !s.honoursCtx}
 	if err := s.checkDurableClient(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
-	defer cancel()
-	s.checkPersistence(ctx)
-	if err := s.checkLayout(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.probeWaitAOF(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -163,12 +183,14 @@ func (s *Store) eval(ctx context.Context, op, id string, sent map[string]string,
 	if err := ctx.Err(); err != nil {
 		return scriptReply{}, wrapErr(op, id, err)
 	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	res, waitErr, err := s.batch.do(&call{
-		ctx: ctx, sc: sc, keys: keys, args: args, durable: durable && s.cfg.durability.mode != durableNone,
+		ctx: cctx, sc: sc, keys: keys, args: args, durable: durable && s.cfg.durability.mode != durableNone,
 		done: make(chan struct{}),
 	})
 	if err != nil {
-		return scriptReply{}, wrapErr(op, id, err)
+		return scriptReply{}, wrapErr(op, id, s.timedOut(ctx, cctx, err))
 	}
 	r, err := parseReply(res, sent)
 	if err != nil {
@@ -273,9 +295,15 @@ func (s *Store) Get(ctx context.Context, id string) (keystore.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return keystore.Record{}, wrapErr("get", id, err)
 	}
-	h, err := s.client.HGetAll(ctx, s.recordKey(id)).Result()
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	var h map[string]string
+	err := s.bounded(cctx, func(ctx context.Context) (err error) {
+		h, err = s.client.HGetAll(ctx, s.recordKey(id)).Result()
+		return err
+	})
 	if err != nil {
-		return keystore.Record{}, wrapErr("get", id, err)
+		return keystore.Record{}, wrapErr("get", id, s.timedOut(ctx, cctx, err))
 	}
 	if len(h) == 0 {
 		return keystore.Record{}, fmt.Errorf("redisstore: get %q: %w", id, keystore.ErrNotFound)

@@ -15,6 +15,11 @@
 // and checks that the store answers, so an unreachable store fails at once
 // with an error wrapping keystore.ErrUnavailable. Errors never show a
 // password: URLs are quoted with their userinfo redacted.
+//
+// Redis clients are built to fail fast (DialerRetries 1,
+// ContextTimeoutEnabled), so that with Redis away a store call fails in well
+// under redisstore.DefaultCallTimeout; the URL's own go-redis parameters
+// (dial_timeout, max_retries, read_timeout...) are honoured.
 package storeurl
 
 import (
@@ -213,6 +218,13 @@ func openRedis(ctx context.Context, rawURL string) (keystore.Store, func() error
 		}
 		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadURL, u.Redacted(), err)
 	}
+	// Fail fast and leave retrying to the store's callers: one dial per
+	// connection attempt (go-redis ≥ 9.2x dials 5 times by default, 100 ms
+	// apart, inside each of its command retries), and the call's context
+	// bounds socket waits too (redisstore's call timeout, ctx below). Neither
+	// can be set in the URL.
+	ropts.DialerRetries = 1
+	ropts.ContextTimeoutEnabled = true
 	client := redis.NewClient(ropts)
 	// New checks the options first, then reaches Redis (within its own
 	// bound); the Ping after it honours ctx.

@@ -6,15 +6,19 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/redisstore"
 	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
 	"github.com/redis/go-redis/v9"
 )
@@ -192,6 +196,12 @@ func TestRedis(t *testing.T) {
 	q := u.Query()
 	q.Set("prefix", prefix)
 	u.RawQuery = q.Encode()
+	cleanRedis(t, raw, prefix)
+	roundTrip(t, open(t, u.String()))
+}
+
+// cleanRedis deletes the keys under prefix when the test ends.
+func cleanRedis(t *testing.T, raw, prefix string) {
 	t.Cleanup(func() {
 		opts, err := redis.ParseURL(raw)
 		if err != nil {
@@ -209,5 +219,107 @@ func TestRedis(t *testing.T) {
 			t.Errorf("clean up %s*: %v", prefix, err)
 		}
 	})
-	roundTrip(t, open(t, u.String()))
+}
+
+// relay is a TCP relay to the real Redis that a test can cut, so that the
+// store sees Redis go away (connections refused) after Open.
+type relay struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startRelay(t *testing.T, target string) *relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{ln: ln}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, c, s)
+			r.mu.Unlock()
+			r.wg.Add(2)
+			go func() { defer r.wg.Done(); io.Copy(s, c); s.Close(); c.Close() }()
+			go func() { defer r.wg.Done(); io.Copy(c, s); s.Close(); c.Close() }()
+		}
+	}()
+	t.Cleanup(r.cut)
+	return r
+}
+
+// cut closes the listener and every relayed connection: from then on,
+// connecting is refused.
+func (r *relay) cut() {
+	r.ln.Close()
+	r.mu.Lock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// TestRedisOutageFailsFast: Open builds its Redis client to fail fast, so
+// with Redis gone (refused) Open, and a call on a store it opened, fail in a
+// small fraction of redisstore.DefaultCallTimeout (go-redis's defaults
+// take about 1.7 s per call: 5 dials, 100 ms apart, in each of 4 attempts).
+func TestRedisOutageFailsFast(t *testing.T) {
+	raw := os.Getenv("PAGPOLAR_TEST_REDIS_URL")
+	if raw == "" {
+		t.Skip("PAGPOLAR_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0): skipping")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := redisstore.DefaultCallTimeout / 3
+	r := startRelay(t, u.Host)
+	prefix := "storeurl_test_" + suffix(t)
+	cleanRedis(t, raw, prefix)
+	u.Host = r.ln.Addr().String()
+	q := u.Query()
+	q.Set("prefix", prefix)
+	u.RawQuery = q.Encode()
+	s := open(t, u.String())
+	if _, err := s.Get(context.Background(), "absent"); !errors.Is(err, keystore.ErrNotFound) {
+		t.Fatalf("Get through the relay: %v, want ErrNotFound", err)
+	}
+	r.cut()
+	start := time.Now()
+	_, err = s.Get(context.Background(), "absent")
+	took := time.Since(start)
+	if !errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("Get with Redis gone: %v, want ErrUnavailable", err)
+	}
+	t.Logf("Get failed after %v", took.Round(time.Millisecond))
+	if took > limit {
+		t.Errorf("Get took %v to fail against a refused port, want under %v", took, limit)
+	}
+
+	// Open itself, on the now refused address.
+	start = time.Now()
+	_, _, err = storeurl.Open(context.Background(), u.String())
+	took = time.Since(start)
+	if !errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("Open with Redis gone: %v, want ErrUnavailable", err)
+	}
+	t.Logf("Open failed after %v", took.Round(time.Millisecond))
+	if took > limit {
+		t.Errorf("Open took %v to fail against a refused port, want under %v", took, limit)
+	}
 }

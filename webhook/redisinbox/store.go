@@ -32,6 +32,23 @@
 // webhook.ErrUnavailable (the Inbox then answers 503 and PagPolar resends).
 // Scripts carry a nonce, so a script that go-redis resends after a lost
 // reply returns its first result instead of applying twice.
+//
+// # Bounded calls and logging
+//
+// A call is bounded by its context, which the Inbox always gives a deadline
+// (PersistTimeout for storing a delivery). go-redis honours that deadline
+// while it waits for a connection, dials (≥ 9.2x dials DialerRetries = 5
+// times, 100 ms apart, inside each command retry) and backs off, whatever
+// the client's options; a read or write on an open connection honours it
+// only with ContextTimeoutEnabled (otherwise it waits the client's
+// ReadTimeout; the Inbox stops waiting for an insert at PersistTimeout
+// anyway). NewFromURL builds its client to fail fast, with DialerRetries 1
+// and ContextTimeoutEnabled; do the same for a client of your own.
+//
+// go-redis logs through one process-wide logger, by default to stderr.
+// Importing this package routes it, once, at init, to slog.Default() at
+// debug level (attribute logger=go-redis), as keystore/redisstore does; an
+// application's own redis.SetLogger call in main replaces it.
 package redisinbox
 
 import (
@@ -100,12 +117,16 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 }
 
 // NewFromURL parses a redis:// or rediss:// URL, connects a single-node
-// client and returns a Store that the caller closes with Close.
+// client and returns a Store that the caller closes with Close. The client
+// fails fast: one dial per connection attempt (DialerRetries 1) and socket
+// waits bounded by the call's context (ContextTimeoutEnabled).
 func NewFromURL(url string, opts ...Option) (*Store, error) {
 	o, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redisinbox: Redis URL: %w", err)
 	}
+	o.DialerRetries = 1
+	o.ContextTimeoutEnabled = true
 	c := redis.NewClient(o)
 	s, err := New(c, opts...)
 	if err != nil {
