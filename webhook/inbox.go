@@ -73,9 +73,10 @@ type Config struct {
 	// Backoff is the wait after the n-th failed attempt (n >= 1). Default:
 	// 10 s doubling per attempt up to 30 min, ±20% jitter.
 	Backoff func(n int) time.Duration
-	// LeaseTTL is how long a claimed event stays leased without renewal
-	// (default 1 min); the lease is renewed every LeaseTTL/3 while the
-	// handler runs. After a crash, its events wait this long to resume.
+	// LeaseTTL is how long a claimed event stays leased without renewal, by
+	// the store's clock (default 1 min); the lease is renewed every
+	// LeaseTTL/3 while the handler runs. After a crash, its events wait this
+	// long to resume.
 	LeaseTTL time.Duration
 	// HandlerTimeout bounds one run of a handler (default 5 min; negative:
 	// none).
@@ -94,7 +95,8 @@ type Config struct {
 	// wait in the store.
 	QueueLimit int
 
-	// Clock is the time source (default the system clock).
+	// Clock times this process's waits and the retention cut-off (default
+	// the system clock); leases and due times follow the store's clock.
 	Clock Clock
 	// Logger receives one line per rejected delivery and per failed attempt;
 	// never a token (default slog.Default()).

@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -938,11 +940,25 @@ func (s *spyStore) DeleteExpired(ctx context.Context, before time.Time, limit in
 	return s.Store.DeleteExpired(ctx, before, limit)
 }
 
+// deliver posts body to in as PagPolar would, and wants 200.
+func deliver(t *testing.T, in *webhook.Inbox, body string) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/webhooks/pagpolar", strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+inboxToken)
+	w := httptest.NewRecorder()
+	in.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("delivery: %d %s", w.Code, w.Body.String())
+	}
+}
+
+const inboxToken = "whk_inboxtest"
+
 // startInbox starts an Inbox on s whose clock is off by offset.
 func startInbox(t *testing.T, s webhook.Store, owner string, offset time.Duration, edit func(*webhook.Config)) *webhook.Inbox {
 	t.Helper()
 	cfg := webhook.Config{
-		Store: s, Tokens: []string{"whk_inboxtest"}, PlaintextPayloads: true,
+		Store: s, Tokens: []string{inboxToken}, PlaintextPayloads: true,
 		Default:      func(context.Context, *webhook.Event) error { return nil },
 		PollInterval: 20 * time.Millisecond, Owner: owner, Clock: offsetClock{offset},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -983,10 +999,9 @@ func waitChan[T any](t *testing.T, what string, ch <-chan T) T {
 // event is never claimed or run a second time.
 func testSkewAheadNoSteal(t *testing.T, s webhook.Store) {
 	const key = "TRANSACTION_PAID:skew1"
-	insert(t, s, key, "sale:skew1")
 	entered, release := make(chan struct{}), make(chan struct{})
 	holderDone := make(chan webhook.Record, 1)
-	startInbox(t, s, "behind", -skew, func(c *webhook.Config) {
+	behind := startInbox(t, s, "behind", -skew, func(c *webhook.Config) {
 		c.LeaseTTL = 3 * time.Second
 		c.Default = func(ctx context.Context, ev *webhook.Event) error {
 			close(entered)
@@ -999,6 +1014,9 @@ func testSkewAheadNoSteal(t *testing.T, s webhook.Store) {
 		}
 		c.OnOutcome = func(r webhook.Record) { holderDone <- r }
 	})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // runs before the Shutdown startInbox registered
+	deliver(t, behind, `{"id":"evt_1","event":"TRANSACTION_PAID","data":{"transaction":{"id":"skew1"}}}`)
 	waitChan(t, "the event to run on the process whose clock is behind", entered)
 	var stolen atomic.Int64
 	spy := &spyStore{Store: s}
@@ -1018,7 +1036,7 @@ func testSkewAheadNoSteal(t *testing.T, s webhook.Store) {
 	if r := mustGet(t, s, key); r.LeaseOwner != "behind" || r.LeaseToken != 1 || r.Attempts != 1 {
 		t.Fatalf("after 5 scans by the ahead process: owner %q token %d attempts %d; want behind 1 1", r.LeaseOwner, r.LeaseToken, r.Attempts)
 	}
-	close(release)
+	releaseOnce()
 	if r := waitChan(t, "the holder's outcome", holderDone); r.State != webhook.StateProcessed || r.Attempts != 1 {
 		t.Errorf("holder's outcome %s attempts %d, want processed 1", r.State, r.Attempts)
 	}
@@ -1034,7 +1052,6 @@ func testSkewAheadNoSteal(t *testing.T, s webhook.Store) {
 func testSkewLeaseExpires(t *testing.T, s webhook.Store) {
 	const key = "TRANSACTION_PAID:skew2"
 	const ttl = 600 * time.Millisecond
-	insert(t, s, key, "sale:skew2")
 	entered, release := make(chan struct{}), make(chan struct{})
 	cut := &spyStore{Store: s}
 	ahead := startInbox(t, cut, "ahead", skew, func(c *webhook.Config) {
@@ -1048,6 +1065,9 @@ func testSkewLeaseExpires(t *testing.T, s webhook.Store) {
 			return errors.New("the crashed run")
 		}
 	})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // runs before the Shutdown startInbox registered
+	deliver(t, ahead, `{"id":"evt_2","event":"TRANSACTION_PAID","data":{"transaction":{"id":"skew2"}}}`)
 	waitChan(t, "the event to run on the process whose clock is ahead", entered)
 	cut.down.Store(true) // from now on it neither renews nor completes
 	claimedAt := time.Now()
@@ -1066,7 +1086,7 @@ func testSkewLeaseExpires(t *testing.T, s webhook.Store) {
 	}
 	// The crashed process comes back: its outcome is fenced off.
 	cut.down.Store(false)
-	close(release)
+	releaseOnce()
 	c, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	if err := ahead.Shutdown(c); err != nil {
