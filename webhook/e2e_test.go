@@ -726,12 +726,11 @@ func e2eReap(t *testing.T, open func() webhook.Store) {
 	h.post(txEnv(wire.EventTransactionCreated, "e1", "pending"))
 	h.waitOutcome("TRANSACTION_CREATED:e1", webhook.StateError)
 	h.shutdown()
-	h.in2(t, "TRANSACTION_PAID:pending", txEnv(wire.EventTransactionPaid, "pending", "paid")) // received, never run
+	h.storeOnly(t, "TRANSACTION_PAID:pending", txEnv(wire.EventTransactionPaid, "pending", "paid")) // received, never run
 
 	ctx := ctxFor(t)
-	now := webhook.ReapOptions{}
-	if n, err := webhook.Reap(ctx, h.store, now); err != nil || n != 0 {
-		t.Fatalf("Reap now = %d, %v; want nothing removed (all recent)", n, err)
+	if n, err := h.in.Reap(ctx); err != nil || n != 0 {
+		t.Fatalf("Inbox.Reap now = %d, %v; want nothing removed (all recent)", n, err)
 	}
 	later := webhook.ReapOptions{Now: time.Now().Add(webhook.DefaultRetention + 24*time.Hour), Batch: 2}
 	cands, err := webhook.ReapCandidates(ctx, h.store, later, 100)
@@ -765,9 +764,9 @@ func e2eReap(t *testing.T, open func() webhook.Store) {
 	}
 }
 
-// in2 stores body through a second Inbox on the same store that is never
-// started: the event stays received.
-func (h *harness) in2(t *testing.T, key string, body []byte) {
+// storeOnly stores body through a second Inbox on the same store that is
+// never started: the event stays received.
+func (h *harness) storeOnly(t *testing.T, key string, body []byte) {
 	t.Helper()
 	other := newHarness(t, h.store, h.clock, nil)
 	if w := other.post(body); w.Code != http.StatusOK {

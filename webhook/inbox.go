@@ -270,6 +270,10 @@ func (in *Inbox) Start() error {
 	}
 	in.wg.Add(1)
 	go in.scanner()
+	if in.cfg.Retention > 0 {
+		in.wg.Add(1)
+		go in.purger()
+	}
 	return nil
 }
 

@@ -53,20 +53,30 @@ func (in *Inbox) worker() {
 }
 
 // scanner queues due events (retries, crash leftovers, other processes'
-// deliveries) every PollInterval, and removes expired keys every hour.
+// deliveries) every PollInterval.
 func (in *Inbox) scanner() {
 	defer in.wg.Done()
-	var lastPurge time.Time
 	for {
 		in.scan()
-		if now := in.cfg.Clock.Now(); in.cfg.Retention > 0 && now.Sub(lastPurge) >= purgeInterval {
-			lastPurge = now
-			in.purge(now)
-		}
 		select {
 		case <-in.stop:
 			return
 		case <-in.cfg.Clock.After(in.cfg.PollInterval):
+		}
+	}
+}
+
+// purger removes processed and dead events past retention at start and
+// then every hour, beside the scanner, so that a long purge never delays
+// due events.
+func (in *Inbox) purger() {
+	defer in.wg.Done()
+	for {
+		in.purge(in.cfg.Clock.Now())
+		select {
+		case <-in.stop:
+			return
+		case <-in.cfg.Clock.After(purgeInterval):
 		}
 	}
 }

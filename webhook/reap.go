@@ -20,6 +20,10 @@ const MinRetention = 7 * 24 * time.Hour
 // and claims wait at most one batch behind a purge.
 const DefaultReapBatch = 100
 
+// DefaultReapBatchTimeout bounds one batch of Reap unless
+// ReapOptions.BatchTimeout says otherwise.
+const DefaultReapBatchTimeout = 10 * time.Second
+
 // ReapOptions configures Reap.
 type ReapOptions struct {
 	// Retention: events last changed more than this before Now are removed
@@ -31,6 +35,10 @@ type ReapOptions struct {
 	// Pause is a wait between batches, so a large purge leaves the store to
 	// live traffic between them (default none).
 	Pause time.Duration
+	// BatchTimeout bounds each DeleteExpired call (default
+	// DefaultReapBatchTimeout), whatever ctx says: a batch stuck on a lock
+	// or a dead connection ends Reap with an error instead of hanging.
+	BatchTimeout time.Duration
 	// Now is the caller's time the cut-off is taken from (default
 	// time.Now()). The cut-off is compared with UpdatedAt, which the store
 	// keeps by its own clock; a clock off by minutes moves it by minutes.
@@ -55,6 +63,12 @@ func (o *ReapOptions) fill() error {
 	if o.Pause < 0 {
 		return fmt.Errorf("pause %v: negative", o.Pause)
 	}
+	if o.BatchTimeout == 0 {
+		o.BatchTimeout = DefaultReapBatchTimeout
+	}
+	if o.BatchTimeout < 0 {
+		return fmt.Errorf("batch timeout %v: negative", o.BatchTimeout)
+	}
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -74,7 +88,8 @@ func (o ReapOptions) Cutoff() time.Time {
 
 // Reap removes the processed and dead events of s last changed before the
 // cut-off (o.Now - o.Retention), one batch of at most o.Batch per
-// DeleteExpired call, until a batch removes fewer than o.Batch. It never
+// DeleteExpired call (each within o.BatchTimeout), until a batch removes
+// fewer than o.Batch. It never
 // removes a received, processing or error event: those are unfinished. It
 // returns how many events it removed, also when it stops early on an error
 // or when ctx ends.
@@ -91,7 +106,9 @@ func Reap(ctx context.Context, s Store, o ReapOptions) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("webhook: reap: %w", err)
 		}
-		n, err := s.DeleteExpired(ctx, before, o.Batch)
+		bctx, cancel := context.WithTimeout(ctx, o.BatchTimeout)
+		n, err := s.DeleteExpired(bctx, before, o.Batch)
+		cancel()
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("webhook: reap: %w", err)

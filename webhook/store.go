@@ -178,7 +178,8 @@ type Store interface {
 	// Due returns up to limit records Claim could take at now, ignoring
 	// entity exclusion: received or error with NextAttemptAt <= now, and
 	// processing with LeaseExpiresAt <= now; in the order they became due
-	// (that time, then Key).
+	// (that time, then Key). A store may leave Payload out of them (the
+	// Inbox needs Key and Entity; Claim returns the whole record).
 	Due(ctx context.Context, limit int) ([]Record, error)
 
 	// List returns records matching f, oldest UpdatedAt first (then by

@@ -161,13 +161,22 @@ return {'deleted'}
 // between indexes meanwhile is read once, in one state.
 //
 // dueScript: KEYS[1] due (zset); ARGV[1] the record key prefix, ARGV[2]
-// limit. Due by Redis's clock.
+// limit. Due by Redis's clock. The records come without their payload: the
+// Inbox needs only their keys and entities, and copying bodies here would
+// hold Redis for nothing.
 var dueScript = redis.NewScript(clock + `
 local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local fields = {'event', 'entity', 'envelope_id', 'state', 'attempts', 'deliveries', 'last_error', 'next_at',
+	'owner', 'token', 'lease_exp', 'received_at', 'updated_at'}
 local out = {}
 for _, k in ipairs(keys) do
-	local h = redis.call('HGETALL', ARGV[1] .. k)
-	if #h > 0 then
+	local v = redis.call('HMGET', ARGV[1] .. k, unpack(fields))
+	if v[4] then
+		local h = {}
+		for i, f in ipairs(fields) do
+			table.insert(h, f)
+			table.insert(h, v[i] or '')
+		end
 		table.insert(out, k)
 		table.insert(out, h)
 	end

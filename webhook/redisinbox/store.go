@@ -24,7 +24,9 @@
 //
 // List and Due are each one read-only script, so they see the records as
 // they stood at one instant: an event changing state meanwhile is listed
-// once.
+// once. Redis runs nothing else while a script runs, so List (which returns
+// whole records, bodies included) is for pages of hundreds, not for
+// dumping an inbox; Due leaves the bodies out.
 //
 // # Durability
 //
