@@ -20,7 +20,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			store := be.new(b)()
 			in, err := webhook.New(webhook.Config{
-				Store: store, Tokens: []string{token}, Logger: quietLogger(),
+				Store: store, Tokens: []string{token}, Logger: quietLogger(), PayloadKeys: []webhook.PayloadKey{testKey},
 				Default: func(context.Context, *webhook.Event) error { return nil },
 			})
 			if err != nil {
@@ -57,7 +57,7 @@ func BenchmarkPipeline(b *testing.B) {
 			store := be.new(b)()
 			done := make(chan struct{}, 1024)
 			in, err := webhook.New(webhook.Config{
-				Store: store, Tokens: []string{token}, Logger: quietLogger(), PollInterval: time.Hour,
+				Store: store, Tokens: []string{token}, Logger: quietLogger(), PollInterval: time.Hour, PayloadKeys: []webhook.PayloadKey{testKey},
 				Default:   func(context.Context, *webhook.Event) error { return nil },
 				OnOutcome: func(webhook.Record) { done <- struct{}{} },
 			})

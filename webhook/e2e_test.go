@@ -8,12 +8,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,7 +107,9 @@ func backends() []backend {
 				}
 			})
 			return func() webhook.Store {
-				s, err := redisinbox.NewFromURL(url, redisinbox.WithPrefix(prefix), redisinbox.WithLogger(quietLogger()))
+				// The shared test Redis keeps nothing on disk: opted out by name
+				// (redisinbox's own tests check a private Redis with an AOF).
+				s, err := redisinbox.NewFromURL(url, redisinbox.WithPrefix(prefix), redisinbox.WithLogger(quietLogger()), redisinbox.AllowVolatile())
 				if err != nil {
 					t.Fatalf("Redis at PAGPOLAR_TEST_REDIS_URL: %v", err)
 				}
@@ -133,6 +138,10 @@ func TestInboxWithSender(t *testing.T) {
 		{"WrongToken", e2eWrongToken},
 		{"OversizedAndMalformed", e2eBadBodies},
 		{"FakeServerEvents", e2eFakeServer},
+		{"ShutdownHandBacksAreNotAttempts", e2eShutdownHandBacks},
+		{"RenewedWithoutNextBilling", e2eRenewedFallback},
+		{"PayloadSealedAtRest", e2eSealed},
+		{"ReapProcessedAndDead", e2eReap},
 	}
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -312,10 +321,15 @@ func e2eCreatedAfterPaid(t *testing.T, open func() webhook.Store) {
 	}
 }
 
+// e2eBackoff is the retry wait of the scenarios that fail on purpose: the
+// store's own clock decides when an event is due again, so it is real time.
+const e2eBackoff = 100 * time.Millisecond
+
 func e2eFailsThenSucceeds(t *testing.T, open func() webhook.Store) {
 	var calls int
 	var mu sync.Mutex
 	r := newRig(t, open(), nil, func(c *webhook.Config) {
+		c.Backoff = func(int) time.Duration { return e2eBackoff }
 		c.Default = func(context.Context, *webhook.Event) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -328,8 +342,10 @@ func e2eFailsThenSucceeds(t *testing.T, open func() webhook.Store) {
 	})
 	r.sender.Send(txWire(wire.EventTransactionPaid, "s1", wire.SaleStatusPaid))
 	r.flush()
-	r.waitOutcome("TRANSACTION_PAID:s1", webhook.StateError)
-	r.clock.Advance(30 * time.Second)
+	failed := r.waitOutcome("TRANSACTION_PAID:s1", webhook.StateError)
+	if d := failed.NextAttemptAt.Sub(failed.UpdatedAt); d != e2eBackoff {
+		t.Errorf("due again %v after the failure, want the backoff %v", d, e2eBackoff)
+	}
 	rec := r.waitOutcome("TRANSACTION_PAID:s1", webhook.StateProcessed)
 	r.shutdown()
 	r.allOK()
@@ -340,13 +356,13 @@ func e2eFailsThenSucceeds(t *testing.T, open func() webhook.Store) {
 
 func e2eDead(t *testing.T, open func() webhook.Store) {
 	r := newRig(t, open(), nil, func(c *webhook.Config) {
+		c.Backoff = func(int) time.Duration { return e2eBackoff }
 		c.Default = func(context.Context, *webhook.Event) error { return errors.New("poison") }
 	})
 	r.sender.Send(txWire(wire.EventTransactionPaid, "s1", wire.SaleStatusPaid))
 	r.flush()
 	for i := 1; i < 3; i++ {
 		r.waitOutcome("TRANSACTION_PAID:s1", webhook.StateError)
-		r.clock.Advance(30 * time.Second)
 	}
 	dead := r.waitOutcome("TRANSACTION_PAID:s1", webhook.StateDead)
 	rs, err := r.in.List(context.Background(), webhook.Filter{States: []webhook.State{webhook.StateDead}})
@@ -387,8 +403,12 @@ func e2eRestart(t *testing.T, open func() webhook.Store) {
 	var eff effects
 	zombie := make(chan struct{})
 	entered := make(chan struct{})
-	first := newRig(t, open(), clock, func(c *webhook.Config) {
+	// The first process's view of the store, which its crash cuts off: a
+	// process that is gone neither renews its leases nor completes.
+	firstStore := &cutStore{Store: open()}
+	first := newRig(t, firstStore, clock, func(c *webhook.Config) {
 		c.Owner = "process-1"
+		c.LeaseTTL = time.Second // expires by the store's clock, in real time
 		c.Default = func(ctx context.Context, ev *webhook.Event) error {
 			if ev.Transaction().ID == "B" {
 				close(entered)
@@ -409,14 +429,18 @@ func e2eRestart(t *testing.T, open func() webhook.Store) {
 	_ = first.in.Shutdown(ctx) // dies: B stays leased
 	first.sender.Send(txWire(wire.EventTransactionPaid, "C", wire.SaleStatusPaid))
 	first.flush() // stored by the dying process's listener, never processed there
+	firstStore.down.Store(true)
 
 	second := newRig(t, open(), clock, func(c *webhook.Config) {
 		c.Owner = "process-2"
 		c.Default = func(_ context.Context, ev *webhook.Event) error { eff.add(ev.Key); return nil }
 	})
 	second.waitOutcome("TRANSACTION_PAID:C", webhook.StateProcessed)
-	clock.Advance(webhook.DefaultLeaseTTL)
-	second.waitOutcome("TRANSACTION_PAID:B", webhook.StateProcessed)
+	b := second.waitOutcome("TRANSACTION_PAID:B", webhook.StateProcessed) // once process-1's lease expired
+	if b.Attempts != 2 {
+		t.Errorf("B attempts %d, want 2 (the crashed one counts)", b.Attempts)
+	}
+	firstStore.down.Store(false)
 	close(zombie)
 	for _, id := range []string{"A", "B", "C"} { // duplicates after the restart
 		second.sender.Send(txWire(wire.EventTransactionPaid, id, wire.SaleStatusPaid))
@@ -564,4 +588,225 @@ func e2eFakeServer(t *testing.T, open func() webhook.Store) {
 	if n := len(sender.Deliveries()); n != 3 {
 		t.Errorf("%d deliveries, want 3", n)
 	}
+}
+
+// Regression (issue 14, item 2): a shutdown that interrupts a handler gives
+// the attempt back. Three interrupted deploys left the event with 3 of its 3
+// attempts spent, and the fourth deploy marked it dead without running it.
+func e2eShutdownHandBacks(t *testing.T, open func() webhook.Store) {
+	const key = "TRANSACTION_PAID:s1"
+	runs := 0
+	for deploy := 1; deploy <= 3; deploy++ {
+		entered := make(chan struct{})
+		h := newHarness(t, open(), nil, func(c *webhook.Config) {
+			c.Owner = fmt.Sprintf("deploy-%d", deploy)
+			c.Default = func(ctx context.Context, _ *webhook.Event) error {
+				close(entered)
+				<-ctx.Done() // a long handler: the deploy does not wait for it
+				return ctx.Err()
+			}
+		})
+		if deploy == 1 {
+			if w := h.post(txEnv(wire.EventTransactionPaid, "s1", "paid")); w.Code != http.StatusOK {
+				t.Fatalf("delivery: %d", w.Code)
+			}
+		}
+		h.start()
+		select {
+		case <-entered:
+		case <-time.After(waitFor):
+			t.Fatalf("deploy %d never ran the event", deploy)
+		}
+		runs++
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := h.in.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("deploy %d: Shutdown = %v, want context.Canceled", deploy, err)
+		}
+		r := h.waitOutcome(key, webhook.StateReceived)
+		if r.Attempts != 0 || !strings.HasPrefix(r.LastError, "interrupted by shutdown") {
+			t.Fatalf("after interrupted deploy %d: %s attempts %d error %q; want received with 0 attempts spent", deploy, r.State, r.Attempts, r.LastError)
+		}
+		if g := h.get(key); g.State != webhook.StateReceived || g.Attempts != 0 {
+			t.Fatalf("stored after deploy %d: %s attempts %d", deploy, g.State, g.Attempts)
+		}
+	}
+	var eff effects
+	h := newHarness(t, open(), nil, func(c *webhook.Config) {
+		c.Owner = "deploy-4"
+		c.Default = func(_ context.Context, ev *webhook.Event) error { eff.add(ev.Key); return nil }
+	}).start()
+	r := h.waitOutcome(key, webhook.StateProcessed)
+	if r.Attempts != 1 || eff.get(key) != 1 {
+		t.Errorf("fourth deploy: %s attempts %d, %d effects; want processed on its first counted attempt, once (MaxAttempts is 3)", r.State, r.Attempts, eff.get(key))
+	}
+	if runs != 3 {
+		t.Errorf("%d interrupted runs, want 3", runs)
+	}
+}
+
+// Issue 14, item 3, through a store: a renewal without next_billing_at is
+// answered 200 and deduped under its fallback key.
+func e2eRenewedFallback(t *testing.T, open func() webhook.Store) {
+	var eff effects
+	h := newHarness(t, open(), nil, func(c *webhook.Config) {
+		c.Default = func(_ context.Context, ev *webhook.Event) error { eff.add(ev.Key); return nil }
+	}).start()
+	a := `{"id":"evt_a","event":"SUBSCRIPTION_RENEWED","data":{"subscription":{"id":"sub_1","status":"active","period":"2031-01"}}}`
+	aResend := `{"id":"evt_b","creation_date":"2031-01-02T00:00:00Z","event":"SUBSCRIPTION_RENEWED","data":{"subscription":{"period":"2031-01","status":"active","id":"sub_1"}}}`
+	b := `{"id":"evt_c","event":"SUBSCRIPTION_RENEWED","data":{"subscription":{"id":"sub_1","status":"active","period":"2031-02"}}}`
+	for _, body := range []string{a, aResend, b} {
+		if w := h.post([]byte(body)); w.Code != http.StatusOK {
+			t.Fatalf("renewal without next_billing_at: %d %s, want 200", w.Code, w.Body.String())
+		}
+	}
+	var keys []string
+	for _, body := range []string{a, b} {
+		env, _ := webhook.ParseEnvelope([]byte(body))
+		k, err := webhook.FallbackKey(env, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+		h.waitOutcome(k, webhook.StateProcessed)
+	}
+	h.shutdown()
+	if n := h.count(); n != 2 {
+		t.Errorf("stored %d events, want 2", n)
+	}
+	if r := h.get(keys[0]); r.Deliveries != 2 {
+		t.Errorf("first renewal: %d deliveries, want 2 (its resend deduped)", r.Deliveries)
+	}
+	if eff.total() != 2 || eff.get(keys[0]) != 1 || eff.get(keys[1]) != 1 {
+		t.Errorf("runs %v, want each renewal once", eff.n)
+	}
+}
+
+// Issue 14, item 4: every store keeps only the sealed body.
+func e2eSealed(t *testing.T, open func() webhook.Store) {
+	seen := make(chan []byte, 1)
+	h := newHarness(t, open(), nil, func(c *webhook.Config) {
+		c.Default = func(_ context.Context, ev *webhook.Event) error { seen <- ev.Raw; return nil }
+	}).start()
+	if w := h.post([]byte(customerBody)); w.Code != http.StatusOK {
+		t.Fatalf("%d", w.Code)
+	}
+	h.waitOutcome("TRANSACTION_PAID:sale_9", webhook.StateProcessed)
+	if raw := <-seen; string(raw) != customerBody {
+		t.Errorf("handler saw %q", raw)
+	}
+	stored := h.get("TRANSACTION_PAID:sale_9")
+	for _, pii := range []string{"Maria", "maria@exemplo.com", "123.456.789-09"} {
+		if bytes.Contains(stored.Payload, []byte(pii)) {
+			t.Errorf("the store keeps %q in clear", pii)
+		}
+	}
+	if plain, err := webhook.OpenPayload(stored, testKey); err != nil || string(plain) != customerBody {
+		t.Errorf("OpenPayload = %q, %v", plain, err)
+	}
+}
+
+// Issue 14, item 4: Reap removes processed and dead events past retention,
+// batch by batch, and keeps unfinished ones; its dry run lists the same.
+func e2eReap(t *testing.T, open func() webhook.Store) {
+	h := newHarness(t, open(), nil, func(c *webhook.Config) {
+		c.Backoff = func(int) time.Duration { return time.Hour }
+		c.Handlers = map[string]webhook.HandlerFunc{
+			wire.EventTransactionPaid:     func(context.Context, *webhook.Event) error { return nil },
+			wire.EventTransactionDeclined: func(context.Context, *webhook.Event) error { return webhook.Permanent(errors.New("poison")) },
+			wire.EventTransactionCreated:  func(context.Context, *webhook.Event) error { return errors.New("not yet") },
+		}
+	}).start()
+	for _, id := range []string{"p1", "p2", "p3"} {
+		h.post(txEnv(wire.EventTransactionPaid, id, "paid"))
+		h.waitOutcome("TRANSACTION_PAID:"+id, webhook.StateProcessed)
+	}
+	h.post(txEnv(wire.EventTransactionDeclined, "d1", "declined"))
+	h.waitOutcome("TRANSACTION_DECLINED:d1", webhook.StateDead)
+	h.post(txEnv(wire.EventTransactionCreated, "e1", "pending"))
+	h.waitOutcome("TRANSACTION_CREATED:e1", webhook.StateError)
+	h.shutdown()
+	h.storeOnly(t, "TRANSACTION_PAID:pending", txEnv(wire.EventTransactionPaid, "pending", "paid")) // received, never run
+
+	ctx := ctxFor(t)
+	if n, err := h.in.Reap(ctx); err != nil || n != 0 {
+		t.Fatalf("Inbox.Reap now = %d, %v; want nothing removed (all recent)", n, err)
+	}
+	later := webhook.ReapOptions{Now: time.Now().Add(webhook.DefaultRetention + 24*time.Hour), Batch: 2}
+	cands, err := webhook.ReapCandidates(ctx, h.store, later, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ck []string
+	for _, r := range cands {
+		ck = append(ck, r.Key)
+	}
+	slices.Sort(ck) // the order (oldest first) is the conformance suite's subject
+	if strings.Join(ck, ",") != "TRANSACTION_DECLINED:d1,TRANSACTION_PAID:p1,TRANSACTION_PAID:p2,TRANSACTION_PAID:p3" {
+		t.Errorf("dry run lists %v, want d1, p1, p2 and p3", ck)
+	}
+	n, err := webhook.Reap(ctx, h.store, later)
+	if err != nil || n != 4 {
+		t.Fatalf("Reap 31 days later = %d, %v; want 4 (in batches of 2)", n, err)
+	}
+	for _, r := range cands {
+		if _, err := h.store.Get(ctx, r.Key); !errors.Is(err, webhook.ErrNotFound) {
+			t.Errorf("%s after Reap: %v, want removed", r.Key, err)
+		}
+	}
+	for _, k := range []string{"TRANSACTION_CREATED:e1", "TRANSACTION_PAID:pending"} {
+		if _, err := h.store.Get(ctx, k); err != nil {
+			t.Errorf("unfinished %s after Reap: %v, want kept", k, err)
+		}
+	}
+	if _, err := webhook.Reap(ctx, h.store, webhook.ReapOptions{Retention: webhook.MinRetention - time.Second}); err == nil {
+		t.Errorf("Reap below MinRetention succeeded")
+	}
+}
+
+// storeOnly stores body through a second Inbox on the same store that is
+// never started: the event stays received.
+func (h *harness) storeOnly(t *testing.T, key string, body []byte) {
+	t.Helper()
+	other := newHarness(t, h.store, h.clock, nil)
+	if w := other.post(body); w.Code != http.StatusOK {
+		t.Fatalf("storing %s: %d", key, w.Code)
+	}
+}
+
+// cutStore is a process's view of a store that its crash cuts off: while
+// down, every write fails as unavailable.
+type cutStore struct {
+	webhook.Store
+	down atomic.Bool
+}
+
+var errCut = fmt.Errorf("%w: the process is gone", webhook.ErrUnavailable)
+
+func (c *cutStore) Claim(ctx context.Context, key, owner string, ttl time.Duration) (webhook.Record, error) {
+	if c.down.Load() {
+		return webhook.Record{}, errCut
+	}
+	return c.Store.Claim(ctx, key, owner, ttl)
+}
+
+func (c *cutStore) Renew(ctx context.Context, key string, token int64, ttl time.Duration) (webhook.Record, error) {
+	if c.down.Load() {
+		return webhook.Record{}, errCut
+	}
+	return c.Store.Renew(ctx, key, token, ttl)
+}
+
+func (c *cutStore) Complete(ctx context.Context, key string, token int64, out webhook.Outcome) (webhook.Record, error) {
+	if c.down.Load() {
+		return webhook.Record{}, errCut
+	}
+	return c.Store.Complete(ctx, key, token, out)
+}
+
+func (c *cutStore) Due(ctx context.Context, limit int) ([]webhook.Record, error) {
+	if c.down.Load() {
+		return nil, errCut
+	}
+	return c.Store.Due(ctx, limit)
 }

@@ -82,7 +82,9 @@ type Event struct {
 	Envelope Envelope
 	// Key is the dedupe key the event is stored under.
 	Key string
-	// Attempt counts runs of the handler for this key, starting at 1.
+	// Attempt counts the runs of the handler for this key, starting at 1.
+	// A run that a shutdown interrupted is given back, so the next run has
+	// the same number.
 	Attempt int
 	// Deliveries counts the deliveries received for this key so far.
 	Deliveries int

@@ -18,8 +18,9 @@ import (
 //   - an accepted envelope has an event, and the ids its key needs;
 //   - re-encoding an accepted envelope parses to the same event and key;
 //   - the handler answers 200 exactly when the body is an envelope that is
-//     empty, a test event, or has a key, and stores exactly one event in the
-//     last case; otherwise 400 and nothing stored.
+//     empty, a test event, or has a key (its own or the fallback key), and
+//     stores exactly one event in the last case; otherwise 400 and nothing
+//     stored.
 func FuzzParseEnvelope(f *testing.F) {
 	f.Add([]byte(`{"id":"e1","creation_date":"2031-01-01T00:00:00Z","event":"TRANSACTION_PAID","data":{"transaction":{"id":"s1","status":"paid","amount":9990}}}`))
 	f.Add([]byte(`{"event":"SUBSCRIPTION_RENEWED","data":{"subscription":{"id":"sub1","next_billing_at":"2031-02-01T00:00:00Z"}}}`))
@@ -35,11 +36,18 @@ func FuzzParseEnvelope(f *testing.F) {
 			}
 		} else {
 			key, dedupe, keyErr = checkEnvelope(t, env)
+			if errors.Is(keyErr, webhook.ErrUseFallbackKey) {
+				key, keyErr = webhook.FallbackKey(env, body)
+				dedupe = true
+				if keyErr == nil && !strings.HasPrefix(key, env.Event+":") {
+					t.Fatalf("fallback key %q does not start with the event %q", key, env.Event)
+				}
+			}
 		}
 
 		store := webhook.NewMemoryStore()
 		in, err2 := webhook.New(webhook.Config{
-			Store: store, Tokens: []string{token}, Logger: quietLogger(),
+			Store: store, Tokens: []string{token}, Logger: quietLogger(), PlaintextPayloads: true,
 			Default: func(context.Context, *webhook.Event) error { return nil },
 		})
 		if err2 != nil {
@@ -91,8 +99,8 @@ func checkEnvelope(t *testing.T, env *webhook.Envelope) (string, bool, error) {
 	key, dedupe, err := webhook.DefaultKey(env)
 	switch {
 	case err != nil:
-		if !errors.Is(err, webhook.ErrMalformed) {
-			t.Fatalf("key error %v does not wrap ErrMalformed", err)
+		if !errors.Is(err, webhook.ErrMalformed) && !errors.Is(err, webhook.ErrUseFallbackKey) {
+			t.Fatalf("key error %v wraps neither ErrMalformed nor ErrUseFallbackKey", err)
 		}
 	case dedupe && !strings.HasPrefix(key, env.Event+":"):
 		t.Fatalf("key %q does not start with the event %q", key, env.Event)

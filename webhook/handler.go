@@ -20,6 +20,7 @@ import (
 // for a test event that is not accepted and for an event with empty data,
 // both dropped; otherwise 200 once the event is stored (or found stored
 // under its key), and 503 if it cannot be stored, so that PagPolar resends.
+// The body is stored sealed when Config.PayloadKeys is set.
 // It never waits for processing.
 func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !in.authorized(r.Header.Get(wire.HeaderAuthorization)) {
@@ -62,6 +63,12 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, dedupe, err := in.cfg.Key(env)
+	if errors.Is(err, ErrUseFallbackKey) {
+		key, dedupe, err = "", true, nil
+		if key, err = FallbackKey(env, body); err == nil {
+			in.log.InfoContext(r.Context(), "webhook: event stored under the fallback key", slog.String("event", env.Event), slog.String("key", key))
+		}
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		in.log.WarnContext(r.Context(), "webhook: delivery rejected: no dedupe key", slog.String("event", env.Event), slog.Any("error", err))
@@ -75,6 +82,14 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if test {
 		key = "test:" + key
+	}
+	payload := body
+	if in.sealer != nil {
+		if payload, err = in.sealer.sealBody(key, body); err != nil {
+			http.Error(w, "cannot store the event, send it again", http.StatusServiceUnavailable)
+			in.log.ErrorContext(r.Context(), "webhook: cannot seal delivery; answered 503", slog.String("key", key), slog.Any("error", err))
+			return
+		}
 	}
 	// A delivery PagPolar gave up on meanwhile is still worth storing: finish
 	// the write even if the request is cancelled, within PersistTimeout.
@@ -92,8 +107,8 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	done := make(chan insertResult, 1)
 	go func() {
 		rec, ok, err := in.cfg.Store.Insert(ctx, Record{
-			Key: key, Event: env.Event, Entity: entity, EnvelopeID: env.ID, Payload: body,
-		}, in.cfg.Clock.Now())
+			Key: key, Event: env.Event, Entity: entity, EnvelopeID: env.ID, Payload: payload,
+		})
 		done <- insertResult{rec, ok, err}
 	}()
 	var res insertResult
@@ -115,7 +130,8 @@ func (in *Inbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.enqueue(rec)
 	case Claimable(rec, in.cfg.Clock.Now()):
 		// A duplicate of an event not yet processed resumes it: received,
-		// failed (without waiting for its backoff) or left by a crash.
+		// failed (without waiting for its backoff) or left by a crash. This
+		// clock only decides whether to try: Claim decides by the store's.
 		in.log.InfoContext(r.Context(), "webhook: duplicate delivery resumes event", slog.String("key", key), slog.String("state", string(rec.State)))
 		in.enqueue(rec)
 	default:

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 	"github.com/pagpolar/pagpolar-go/webhook"
@@ -56,7 +57,6 @@ func TestHandlerRejectsBadRequests(t *testing.T) {
 		{"event not a string", `{"event":5,"data":{}}`, http.StatusBadRequest},
 		{"transaction without id", `{"event":"TRANSACTION_PAID","data":{"transaction":{"status":"paid"}}}`, http.StatusBadRequest},
 		{"subscription without id", `{"event":"SUBSCRIPTION_CANCELED","data":{"subscription":{"status":"canceled"}}}`, http.StatusBadRequest},
-		{"renewal without next_billing_at", `{"event":"SUBSCRIPTION_RENEWED","data":{"subscription":{"id":"sub1"}}}`, http.StatusBadRequest},
 		{"transaction event with a subscription only", `{"event":"TRANSACTION_PAID","data":{"subscription":{"id":"sub1"}}}`, http.StatusBadRequest},
 		{"amount of the wrong type", `{"event":"TRANSACTION_PAID","data":{"transaction":{"id":"s1","amount":"99.90"}}}`, http.StatusBadRequest},
 		{"trailing garbage", `{"event":"TRANSACTION_PAID","data":{"transaction":{"id":"s1"}}} x`, http.StatusBadRequest},
@@ -135,15 +135,18 @@ func TestHandlerStoresThenAnswers(t *testing.T) {
 		t.Fatalf("first delivery: %d", w.Code)
 	}
 	r := h.get("TRANSACTION_PAID:sale_9")
-	if r.State != webhook.StateReceived || string(r.Payload) != string(body) || r.Entity != "sale:sale_9" || r.Deliveries != 1 {
+	if r.State != webhook.StateReceived || r.Entity != "sale:sale_9" || r.Deliveries != 1 {
 		t.Errorf("stored %+v", r)
+	}
+	if plain, err := webhook.OpenPayload(r, testKey); err != nil || string(plain) != string(body) {
+		t.Errorf("stored payload opens to %q, %v; want the body as received", plain, err)
 	}
 	// A resend has a new envelope id: same key, counted, not stored twice.
 	if w := h.post(txEnv(wire.EventTransactionPaid, "sale_9", "paid")); w.Code != http.StatusOK {
 		t.Fatalf("resend: %d", w.Code)
 	}
-	if r := h.get("TRANSACTION_PAID:sale_9"); r.Deliveries != 2 || string(r.Payload) != string(body) {
-		t.Errorf("after resend: deliveries %d (want 2), payload kept %v", r.Deliveries, string(r.Payload) == string(body))
+	if r2 := h.get("TRANSACTION_PAID:sale_9"); r2.Deliveries != 2 || string(r2.Payload) != string(r.Payload) {
+		t.Errorf("after resend: deliveries %d (want 2), first payload kept %v", r2.Deliveries, string(r2.Payload) == string(r.Payload))
 	}
 	if n := h.count(); n != 1 {
 		t.Errorf("stored %d events, want 1", n)
@@ -204,9 +207,21 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"no handler", func(c *webhook.Config) { c.Default = nil }},
 		{"nil handler", func(c *webhook.Config) { c.Handlers = map[string]webhook.HandlerFunc{"X": nil} }},
 		{"negative workers", func(c *webhook.Config) { c.Workers = -1 }},
+		{"neither payload keys nor plaintext", func(c *webhook.Config) { c.PlaintextPayloads = false }},
+		{"payload keys and plaintext", func(c *webhook.Config) { c.PayloadKeys = []webhook.PayloadKey{testKey} }},
+		{"short payload key", func(c *webhook.Config) {
+			c.PlaintextPayloads, c.PayloadKeys = false, []webhook.PayloadKey{{ID: "k", Secret: make([]byte, 16)}}
+		}},
+		{"payload key without ID", func(c *webhook.Config) {
+			c.PlaintextPayloads, c.PayloadKeys = false, []webhook.PayloadKey{{Secret: testKey.Secret}}
+		}},
+		{"payload key ID twice", func(c *webhook.Config) {
+			c.PlaintextPayloads, c.PayloadKeys = false, []webhook.PayloadKey{testKey, testKey}
+		}},
+		{"retention below the minimum", func(c *webhook.Config) { c.Retention = webhook.MinRetention - time.Hour }},
 	}
 	base := func() webhook.Config {
-		return webhook.Config{Store: webhook.NewMemoryStore(), Tokens: []string{token},
+		return webhook.Config{Store: webhook.NewMemoryStore(), Tokens: []string{token}, PlaintextPayloads: true,
 			Default: func(context.Context, *webhook.Event) error { return nil }}
 	}
 	c := base()

@@ -45,17 +45,26 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// testKey seals the harness's stored payloads.
+var testKey = webhook.PayloadKey{ID: "test-1", Secret: bytes.Repeat([]byte{0x5a}, 32)}
+
 // newHarness builds an Inbox with fixed backoff (30 s), 3 attempts, a fast
-// poll, and handlers from cfg; it does not start it.
+// poll, payloads sealed with testKey, and handlers from cfg; it does not
+// start it. A nil store is a MemoryStore on the harness's clock, so that
+// moving the clock moves leases and backoffs too.
 func newHarness(t *testing.T, store webhook.Store, clock testClock, edit func(*webhook.Config)) *harness {
 	t.Helper()
 	if clock == nil {
 		clock = pagpolartest.NewClock()
 	}
+	if store == nil {
+		store = webhook.NewMemoryStoreWithClock(clock)
+	}
 	h := &harness{t: t, clock: clock, store: store, outcomes: make(chan webhook.Record, 1024)}
 	cfg := webhook.Config{
 		Store:        store,
 		Tokens:       []string{token},
+		PayloadKeys:  []webhook.PayloadKey{testKey},
 		Default:      func(context.Context, *webhook.Event) error { return nil },
 		Backoff:      func(int) time.Duration { return 30 * time.Second },
 		MaxAttempts:  3,
@@ -222,11 +231,11 @@ type flakyStore struct {
 
 var errRefused = errors.New("store refuses writes")
 
-func (f *flakyStore) Insert(ctx context.Context, rec webhook.Record, now time.Time) (webhook.Record, bool, error) {
+func (f *flakyStore) Insert(ctx context.Context, rec webhook.Record) (webhook.Record, bool, error) {
 	if f.refuse.Load() {
 		return webhook.Record{}, false, fmt.Errorf("%w: %w", webhook.ErrUnavailable, errRefused)
 	}
-	return f.Store.Insert(ctx, rec, now)
+	return f.Store.Insert(ctx, rec)
 }
 
 func newRequest(method string, body []byte) *http.Request {

@@ -49,6 +49,17 @@ type Config struct {
 	// Otherwise they are answered 200 and dropped, as production must.
 	AcceptTestEvents bool
 
+	// PayloadKeys seal every stored body with AES-256-GCM (the first key
+	// seals; every key opens, so keys rotate): a delivery can carry the
+	// customer's name, e-mail and document, and sealed, the store keeps only
+	// ciphertext. Handlers get the body opened. One of PayloadKeys and
+	// PlaintextPayloads is required.
+	PayloadKeys []PayloadKey
+	// PlaintextPayloads opts out of sealing by name: bodies are stored as
+	// received, readable by whoever reads the store, its backups and
+	// `pagpolar ops inbox show -payload`.
+	PlaintextPayloads bool
+
 	// MaxBodyBytes bounds a delivery body (default 1 MiB); larger → 413.
 	MaxBodyBytes int64
 	// PersistTimeout bounds storing a delivery (default 5 s), so the answer
@@ -62,9 +73,10 @@ type Config struct {
 	// Backoff is the wait after the n-th failed attempt (n >= 1). Default:
 	// 10 s doubling per attempt up to 30 min, ±20% jitter.
 	Backoff func(n int) time.Duration
-	// LeaseTTL is how long a claimed event stays leased without renewal
-	// (default 1 min); the lease is renewed every LeaseTTL/3 while the
-	// handler runs. After a crash, its events wait this long to resume.
+	// LeaseTTL is how long a claimed event stays leased without renewal, by
+	// the store's clock (default 1 min); the lease is renewed every
+	// LeaseTTL/3 while the handler runs. After a crash, its events wait this
+	// long to resume.
 	LeaseTTL time.Duration
 	// HandlerTimeout bounds one run of a handler (default 5 min; negative:
 	// none).
@@ -73,14 +85,18 @@ type Config struct {
 	// after backoff, events left by a crash or stored by another process
 	// (default 2 s).
 	PollInterval time.Duration
-	// Retention is how long processed events (their keys) are kept (default 30
-	// days); a duplicate arriving later is processed again. Negative: forever.
+	// Retention is how long processed and dead events are kept after their
+	// last change (default DefaultRetention, 30 days; at least MinRetention);
+	// the Inbox removes older ones every hour, in small batches (see Reap).
+	// A duplicate arriving later is processed again, and a dead event can
+	// no longer be retried. Negative: kept forever.
 	Retention time.Duration
 	// QueueLimit bounds the events queued in memory (default 10000); the rest
 	// wait in the store.
 	QueueLimit int
 
-	// Clock is the time source (default the system clock).
+	// Clock times this process's waits and the retention cut-off (default
+	// the system clock); leases and due times follow the store's clock.
 	Clock Clock
 	// Logger receives one line per rejected delivery and per failed attempt;
 	// never a token (default slog.Default()).
@@ -106,8 +122,8 @@ const (
 
 	storeTimeout  = 10 * time.Second
 	scanBatch     = 100
-	purgeBatch    = 1000
 	purgeInterval = time.Hour
+	purgePause    = 10 * time.Millisecond
 )
 
 // DefaultBackoff waits 10 s after the first failure, doubling up to 30 min,
@@ -126,6 +142,7 @@ func DefaultBackoff(n int) time.Duration {
 type Inbox struct {
 	cfg     Config
 	tokens  [][sha256.Size]byte
+	sealer  *sealer // nil: PlaintextPayloads
 	log     *slog.Logger
 	disp    *dispatcher
 	stop    chan struct{} // closed by Shutdown: take no new work
@@ -164,6 +181,22 @@ func New(cfg Config) (*Inbox, error) {
 	}
 	if cfg.Key == nil {
 		cfg.Key = DefaultKey
+	}
+	switch {
+	case len(cfg.PayloadKeys) > 0 && cfg.PlaintextPayloads:
+		return nil, errors.New("webhook: Config.PayloadKeys and Config.PlaintextPayloads: both set; choose one")
+	case len(cfg.PayloadKeys) > 0:
+		s, err := newSealer(cfg.PayloadKeys)
+		if err != nil {
+			return nil, fmt.Errorf("webhook: Config.%w", err)
+		}
+		in.sealer = s
+	case !cfg.PlaintextPayloads:
+		return nil, errors.New("webhook: Config.PayloadKeys: none, and PlaintextPayloads not set: stored bodies can hold customer data; " +
+			"give a key to seal them (see ParsePayloadKeys) or set PlaintextPayloads to store them as received")
+	}
+	if cfg.Retention > 0 && cfg.Retention < MinRetention {
+		return nil, fmt.Errorf("webhook: Config.Retention %v: shorter than MinRetention %v", cfg.Retention, MinRetention)
 	}
 	for name, v := range map[string]int64{
 		"MaxBodyBytes": cfg.MaxBodyBytes, "PersistTimeout": int64(cfg.PersistTimeout),
@@ -237,15 +270,22 @@ func (in *Inbox) Start() error {
 	}
 	in.wg.Add(1)
 	go in.scanner()
+	if in.cfg.Retention > 0 {
+		in.wg.Add(1)
+		go in.purger()
+	}
 	return nil
 }
 
 // Shutdown stops taking new work and waits for the running handlers to
 // return; queued events stay in the store for the next start. If ctx ends
 // first, it cancels the handlers' contexts and returns ctx's error without
-// waiting further: an event whose handler then returns is handed back
-// (received) for the next start, and one whose handler does not is resumed
-// once its lease expires. Deliveries keep being stored after Shutdown.
+// waiting further: an event whose handler then returns (or had not started)
+// is handed back (received, due at once) for the next start without
+// counting the attempt, so interrupted deploys never push an event towards
+// dead; one whose handler does not return is resumed once its lease
+// expires, and that attempt counts. Deliveries keep being stored after
+// Shutdown.
 func (in *Inbox) Shutdown(ctx context.Context) error {
 	in.mu.Lock()
 	if !in.stopping {
@@ -282,7 +322,8 @@ func (in *Inbox) enqueue(rec Record) {
 	}
 }
 
-// Get returns the stored event under key.
+// Get returns the stored event under key (its Payload as stored: open it
+// with Payload).
 func (in *Inbox) Get(ctx context.Context, key string) (Record, error) {
 	return in.cfg.Store.Get(ctx, key)
 }
@@ -295,10 +336,28 @@ func (in *Inbox) List(ctx context.Context, f Filter) ([]Record, error) {
 // Retry makes a dead (or error) event due now, with its attempts reset, and
 // queues it if the Inbox is running.
 func (in *Inbox) Retry(ctx context.Context, key string) (Record, error) {
-	rec, err := in.cfg.Store.Retry(ctx, key, in.cfg.Clock.Now())
+	rec, err := in.cfg.Store.Retry(ctx, key)
 	if err != nil {
 		return rec, err
 	}
 	in.enqueue(rec)
 	return rec, nil
+}
+
+// Payload returns rec's body as received, opening it with the Inbox's
+// PayloadKeys if it is sealed (see OpenPayload for the errors).
+func (in *Inbox) Payload(rec Record) ([]byte, error) {
+	return in.sealer.open(rec.Key, rec.Payload)
+}
+
+// Reap removes the processed and dead events last changed more than
+// Config.Retention ago, in batches of DefaultReapBatch, and reports how many
+// it removed. The Inbox already does this every hour once started; Reap is
+// for a job that runs it at a time of its choosing. With a negative
+// Retention it removes nothing.
+func (in *Inbox) Reap(ctx context.Context) (int, error) {
+	if in.cfg.Retention < 0 {
+		return 0, nil
+	}
+	return Reap(ctx, in.cfg.Store, ReapOptions{Retention: in.cfg.Retention, Now: in.cfg.Clock.Now(), Pause: purgePause, Clock: in.cfg.Clock})
 }

@@ -52,7 +52,7 @@ func TestProcessesOnceAndAcknowledgesDuplicates(t *testing.T) {
 
 func TestFailsThenSucceeds(t *testing.T) {
 	var calls atomic.Int32
-	h := newHarness(t, webhook.NewMemoryStore(), nil, func(c *webhook.Config) {
+	h := newHarness(t, nil, nil, func(c *webhook.Config) {
 		c.Default = func(_ context.Context, ev *webhook.Event) error {
 			if calls.Add(1) == 1 {
 				return errors.New("order database down")
@@ -78,7 +78,7 @@ func TestFailsThenSucceeds(t *testing.T) {
 
 func TestAlwaysFailingEventGoesDead(t *testing.T) {
 	var calls atomic.Int32
-	h := newHarness(t, webhook.NewMemoryStore(), nil, func(c *webhook.Config) {
+	h := newHarness(t, nil, nil, func(c *webhook.Config) {
 		c.Default = func(context.Context, *webhook.Event) error {
 			calls.Add(1)
 			return errors.New("cannot apply")
@@ -296,16 +296,16 @@ func TestShutdownOutOfTimeHandsBack(t *testing.T) {
 		t.Fatalf("Shutdown = %v, want context.Canceled", err)
 	}
 	r := h.waitOutcome("TRANSACTION_PAID:s1", webhook.StateReceived)
-	if !strings.HasPrefix(r.LastError, "interrupted by shutdown") || r.LeaseOwner != "" {
-		t.Errorf("handed back %+v", r)
+	if !strings.HasPrefix(r.LastError, "interrupted by shutdown") || r.LeaseOwner != "" || r.Attempts != 0 {
+		t.Errorf("handed back %+v; want no owner and the attempt given back", r)
 	}
 }
 
 // A restart midway: the first process dies with one event leased, one event
 // arrives while nothing runs; the next process runs each once.
 func TestRestartResumesEverythingOnce(t *testing.T) {
-	store := webhook.NewMemoryStore()
 	clock := pagpolartest.NewClock()
+	store := webhook.NewMemoryStoreWithClock(clock)
 	var eff effects
 	zombie := make(chan struct{})
 	entered := make(chan struct{})
@@ -375,8 +375,8 @@ type renewSpy struct {
 	renewed chan webhook.Record
 }
 
-func (r *renewSpy) Renew(ctx context.Context, key string, token int64, now time.Time, ttl time.Duration) (webhook.Record, error) {
-	rec, err := r.Store.Renew(ctx, key, token, now, ttl)
+func (r *renewSpy) Renew(ctx context.Context, key string, token int64, ttl time.Duration) (webhook.Record, error) {
+	rec, err := r.Store.Renew(ctx, key, token, ttl)
 	if err == nil {
 		r.renewed <- rec
 	}
@@ -386,8 +386,8 @@ func (r *renewSpy) Renew(ctx context.Context, key string, token int64, now time.
 // The lease is renewed while a long handler runs, so nobody else takes the
 // event; a lost lease cancels the handler.
 func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
-	store := &renewSpy{Store: webhook.NewMemoryStore(), renewed: make(chan webhook.Record, 16)}
 	clock := newWatchedClock(10 * time.Second)
+	store := &renewSpy{Store: webhook.NewMemoryStoreWithClock(clock), renewed: make(chan webhook.Record, 16)}
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	h := newHarness(t, store, clock, func(c *webhook.Config) {
@@ -422,7 +422,7 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 			t.Fatalf("no renewal after step %d", i)
 		}
 	}
-	if _, err := store.Claim(context.Background(), key, "intruder", clock.Now(), time.Minute); !errors.Is(err, webhook.ErrLeaseHeld) {
+	if _, err := store.Claim(context.Background(), key, "intruder", time.Minute); !errors.Is(err, webhook.ErrLeaseHeld) {
 		t.Fatalf("Claim by another process after 60 s of renewals: %v, want ErrLeaseHeld", err)
 	}
 	close(release)
@@ -432,8 +432,8 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 }
 
 func TestLostLeaseCancelsHandler(t *testing.T) {
-	store := webhook.NewMemoryStore()
 	clock := newWatchedClock(10 * time.Second)
+	store := webhook.NewMemoryStoreWithClock(clock)
 	entered := make(chan struct{})
 	cause := make(chan error, 1)
 	h := newHarness(t, store, clock, func(c *webhook.Config) {
@@ -475,26 +475,41 @@ func (p *purgeSpy) DeleteExpired(ctx context.Context, before time.Time, limit in
 	return n, err
 }
 
-func TestRetentionRemovesProcessedKeys(t *testing.T) {
-	spy := &purgeSpy{Store: webhook.NewMemoryStore(), calls: make(chan time.Time, 16)}
+func TestRetentionRemovesProcessedAndDeadEvents(t *testing.T) {
 	clock := pagpolartest.NewClock()
-	h := newHarness(t, spy, clock, func(c *webhook.Config) { c.Retention = 48 * time.Hour })
+	spy := &purgeSpy{Store: webhook.NewMemoryStoreWithClock(clock), calls: make(chan time.Time, 16)}
+	const retention = 8 * 24 * time.Hour
+	h := newHarness(t, spy, clock, func(c *webhook.Config) {
+		c.Retention = retention
+		c.Handlers = map[string]webhook.HandlerFunc{
+			wire.EventTransactionDeclined: func(context.Context, *webhook.Event) error { return webhook.Permanent(errors.New("poison")) },
+			wire.EventTransactionCreated:  func(context.Context, *webhook.Event) error { return errors.New("not yet") },
+		}
+	})
 	h.post(txEnv(wire.EventTransactionPaid, "old", "paid"))
+	h.post(txEnv(wire.EventTransactionDeclined, "dead", "declined"))
+	h.post(txEnv(wire.EventTransactionCreated, "failing", "pending"))
 	h.start()
 	h.waitOutcome("TRANSACTION_PAID:old", webhook.StateProcessed)
+	h.waitOutcome("TRANSACTION_DECLINED:dead", webhook.StateDead)
+	h.waitOutcome("TRANSACTION_CREATED:failing", webhook.StateError)
 	<-spy.calls // the purge at start
-	clock.Advance(49 * time.Hour)
+	clock.Advance(retention + 24*time.Hour)
 	h.post(txEnv(wire.EventTransactionPaid, "new", "paid"))
 	h.waitOutcome("TRANSACTION_PAID:new", webhook.StateProcessed)
 	for before := range spy.calls {
-		if before.After(clock.Now().Add(-48*time.Hour - time.Minute)) {
+		if before.After(clock.Now().Add(-retention - time.Minute)) {
 			break
 		}
 	}
-	if _, err := spy.Get(context.Background(), "TRANSACTION_PAID:old"); !errors.Is(err, webhook.ErrNotFound) {
-		t.Errorf("key past retention: %v, want removed", err)
+	for _, k := range []string{"TRANSACTION_PAID:old", "TRANSACTION_DECLINED:dead"} {
+		if _, err := spy.Get(context.Background(), k); !errors.Is(err, webhook.ErrNotFound) {
+			t.Errorf("%s past retention: %v, want removed", k, err)
+		}
 	}
-	if _, err := spy.Get(context.Background(), "TRANSACTION_PAID:new"); err != nil {
-		t.Errorf("recent key: %v", err)
+	for _, k := range []string{"TRANSACTION_PAID:new", "TRANSACTION_CREATED:failing"} {
+		if _, err := spy.Get(context.Background(), k); err != nil {
+			t.Errorf("%s (recent, or unfinished): %v, want kept", k, err)
+		}
 	}
 }

@@ -12,18 +12,28 @@ import (
 // MemoryStore is an in-process Store for tests and examples only: a restart
 // forgets every key, which is how a webhook ends up processed twice (the
 // PayZu page lists "dedupe em memória" as a pitfall). It enforces the full
-// Store contract.
+// Store contract, with its own clock as the store's clock.
 type MemoryStore struct {
 	mu       sync.Mutex
 	recs     map[string]*Record
 	byEntity map[string]map[string]struct{}
+	now      func() time.Time
 }
 
 var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{recs: make(map[string]*Record), byEntity: make(map[string]map[string]struct{})}
+// NewMemoryStore returns an empty MemoryStore whose clock is the system's.
+func NewMemoryStore() *MemoryStore { return NewMemoryStoreWithClock(systemClock{}) }
+
+// NewMemoryStoreWithClock returns an empty MemoryStore whose clock (lease
+// expiry, due times, timestamps) is c: tests give it the Inbox's test clock
+// so that moving one moves both.
+func NewMemoryStoreWithClock(c Clock) *MemoryStore {
+	return &MemoryStore{
+		recs: make(map[string]*Record), byEntity: make(map[string]map[string]struct{}),
+		// Microseconds, in UTC, as the durable stores keep them.
+		now: func() time.Time { return c.Now().UTC().Truncate(time.Microsecond) },
+	}
 }
 
 func cloneRecord(r Record) Record {
@@ -39,7 +49,7 @@ func memCheck(ctx context.Context) error {
 }
 
 // Insert implements Store.
-func (m *MemoryStore) Insert(ctx context.Context, rec Record, now time.Time) (Record, bool, error) {
+func (m *MemoryStore) Insert(ctx context.Context, rec Record) (Record, bool, error) {
 	if err := memCheck(ctx); err != nil {
 		return Record{}, false, err
 	}
@@ -52,6 +62,7 @@ func (m *MemoryStore) Insert(ctx context.Context, rec Record, now time.Time) (Re
 		cur.Deliveries++
 		return cloneRecord(*cur), false, nil
 	}
+	now := m.now()
 	r := Record{
 		Key: rec.Key, Event: rec.Event, Entity: rec.Entity, EnvelopeID: rec.EnvelopeID,
 		Payload: rec.Payload, State: StateReceived, Deliveries: 1,
@@ -83,12 +94,13 @@ func (m *MemoryStore) Get(ctx context.Context, key string) (Record, error) {
 }
 
 // Claim implements Store.
-func (m *MemoryStore) Claim(ctx context.Context, key, owner string, now time.Time, ttl time.Duration) (Record, error) {
+func (m *MemoryStore) Claim(ctx context.Context, key, owner string, ttl time.Duration) (Record, error) {
 	if err := memCheck(ctx); err != nil {
 		return Record{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.now()
 	cur, ok := m.recs[key]
 	switch {
 	case !ok:
@@ -111,12 +123,13 @@ func (m *MemoryStore) Claim(ctx context.Context, key, owner string, now time.Tim
 }
 
 // Renew implements Store.
-func (m *MemoryStore) Renew(ctx context.Context, key string, token int64, now time.Time, ttl time.Duration) (Record, error) {
+func (m *MemoryStore) Renew(ctx context.Context, key string, token int64, ttl time.Duration) (Record, error) {
 	if err := memCheck(ctx); err != nil {
 		return Record{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.now()
 	cur, ok := m.recs[key]
 	if !ok {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -129,15 +142,16 @@ func (m *MemoryStore) Renew(ctx context.Context, key string, token int64, now ti
 }
 
 // Complete implements Store.
-func (m *MemoryStore) Complete(ctx context.Context, key string, token int64, out Outcome, now time.Time) (Record, error) {
+func (m *MemoryStore) Complete(ctx context.Context, key string, token int64, out Outcome) (Record, error) {
 	if err := memCheck(ctx); err != nil {
 		return Record{}, err
 	}
-	if !ValidOutcome(out.State) {
-		return Record{}, fmt.Errorf("webhook: Complete %s: outcome state %q: not processed, error, dead or received", key, out.State)
+	if err := out.Check(); err != nil {
+		return Record{}, fmt.Errorf("webhook: Complete %s: %w", key, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.now()
 	cur, ok := m.recs[key]
 	if !ok {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -149,18 +163,25 @@ func (m *MemoryStore) Complete(ctx context.Context, key string, token int64, out
 	if out.Error != "" {
 		cur.LastError = out.Error
 	}
-	cur.NextAttemptAt = out.NextAttemptAt
+	cur.NextAttemptAt = time.Time{}
+	if out.State == StateReceived || out.State == StateError {
+		cur.NextAttemptAt = now.Add(out.RetryAfter)
+	}
+	if out.NotAttempted && cur.Attempts > 0 {
+		cur.Attempts--
+	}
 	cur.LeaseOwner, cur.LeaseExpiresAt = "", time.Time{}
 	cur.UpdatedAt = now
 	return cloneRecord(*cur), nil
 }
 
 // Due implements Store.
-func (m *MemoryStore) Due(ctx context.Context, now time.Time, limit int) ([]Record, error) {
+func (m *MemoryStore) Due(ctx context.Context, limit int) ([]Record, error) {
 	if err := memCheck(ctx); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
+	now := m.now()
 	var out []Record
 	for _, r := range m.recs {
 		due := (r.State == StateReceived || r.State == StateError) && !now.Before(r.NextAttemptAt) ||
@@ -226,12 +247,13 @@ func matchFilter(r *Record, f Filter) bool {
 }
 
 // Retry implements Store.
-func (m *MemoryStore) Retry(ctx context.Context, key string, now time.Time) (Record, error) {
+func (m *MemoryStore) Retry(ctx context.Context, key string) (Record, error) {
 	if err := memCheck(ctx); err != nil {
 		return Record{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.now()
 	cur, ok := m.recs[key]
 	if !ok {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -250,19 +272,29 @@ func (m *MemoryStore) DeleteExpired(ctx context.Context, before time.Time, limit
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var old []*Record
+	for _, r := range m.recs {
+		if (r.State == StateProcessed || r.State == StateDead) && r.UpdatedAt.Before(before) {
+			old = append(old, r)
+		}
+	}
+	sort.Slice(old, func(i, j int) bool {
+		if !old[i].UpdatedAt.Equal(old[j].UpdatedAt) {
+			return old[i].UpdatedAt.Before(old[j].UpdatedAt)
+		}
+		return old[i].Key < old[j].Key
+	})
 	n := 0
-	for key, r := range m.recs {
+	for _, r := range old {
 		if n >= limit {
 			break
 		}
-		if r.State == StateProcessed && r.UpdatedAt.Before(before) {
-			delete(m.recs, key)
-			delete(m.byEntity[r.Entity], key)
-			if len(m.byEntity[r.Entity]) == 0 {
-				delete(m.byEntity, r.Entity)
-			}
-			n++
+		delete(m.recs, r.Key)
+		delete(m.byEntity[r.Entity], r.Key)
+		if len(m.byEntity[r.Entity]) == 0 {
+			delete(m.byEntity, r.Entity)
 		}
+		n++
 	}
 	return n, nil
 }

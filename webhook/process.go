@@ -53,20 +53,30 @@ func (in *Inbox) worker() {
 }
 
 // scanner queues due events (retries, crash leftovers, other processes'
-// deliveries) every PollInterval, and removes expired keys every hour.
+// deliveries) every PollInterval.
 func (in *Inbox) scanner() {
 	defer in.wg.Done()
-	var lastPurge time.Time
 	for {
 		in.scan()
-		if now := in.cfg.Clock.Now(); in.cfg.Retention > 0 && now.Sub(lastPurge) >= purgeInterval {
-			lastPurge = now
-			in.purge(now)
-		}
 		select {
 		case <-in.stop:
 			return
 		case <-in.cfg.Clock.After(in.cfg.PollInterval):
+		}
+	}
+}
+
+// purger removes processed and dead events past retention at start and
+// then every hour, beside the scanner, so that a long purge never delays
+// due events.
+func (in *Inbox) purger() {
+	defer in.wg.Done()
+	for {
+		in.purge(in.cfg.Clock.Now())
+		select {
+		case <-in.stop:
+			return
+		case <-in.cfg.Clock.After(purgeInterval):
 		}
 	}
 }
@@ -78,7 +88,7 @@ func (in *Inbox) storeCtx() (context.Context, context.CancelFunc) {
 func (in *Inbox) scan() {
 	ctx, cancel := in.storeCtx()
 	defer cancel()
-	recs, err := in.cfg.Store.Due(ctx, in.cfg.Clock.Now(), scanBatch)
+	recs, err := in.cfg.Store.Due(ctx, scanBatch)
 	if err != nil {
 		in.log.Warn("webhook: cannot scan the store for due events", slog.Any("error", err))
 		return
@@ -88,36 +98,33 @@ func (in *Inbox) scan() {
 	}
 }
 
+// purge removes processed and dead events past retention, in small batches
+// with a pause between them, and stops early on Shutdown.
 func (in *Inbox) purge(now time.Time) {
-	before := now.Add(-in.cfg.Retention)
-	total := 0
-	for {
-		ctx, cancel := in.storeCtx()
-		n, err := in.cfg.Store.DeleteExpired(ctx, before, purgeBatch)
-		cancel()
-		total += n
-		if err != nil {
-			in.log.Warn("webhook: cannot remove expired events", slog.Any("error", err))
-			break
-		}
-		if n < purgeBatch {
-			break
-		}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
 		select {
 		case <-in.stop:
-			return
-		default:
+			cancel()
+		case <-stopped:
 		}
+	}()
+	n, err := Reap(ctx, in.cfg.Store, ReapOptions{Retention: in.cfg.Retention, Now: now, Pause: purgePause, Clock: in.cfg.Clock})
+	if err != nil && ctx.Err() == nil {
+		in.log.Warn("webhook: cannot remove events past retention", slog.Int("removed", n), slog.Any("error", err))
 	}
-	if total > 0 {
-		in.log.Info("webhook: removed processed events past retention", slog.Int("count", total), slog.Duration("retention", in.cfg.Retention))
+	if n > 0 {
+		in.log.Info("webhook: removed processed and dead events past retention", slog.Int("count", n), slog.Duration("retention", in.cfg.Retention))
 	}
 }
 
 // process claims key, runs its handler and records the outcome.
 func (in *Inbox) process(key string) {
 	ctx, cancel := in.storeCtx()
-	rec, err := in.cfg.Store.Claim(ctx, key, in.cfg.Owner, in.cfg.Clock.Now(), in.cfg.LeaseTTL)
+	rec, err := in.cfg.Store.Claim(ctx, key, in.cfg.Owner, in.cfg.LeaseTTL)
 	cancel()
 	switch {
 	case errors.Is(err, ErrLeaseHeld), errors.Is(err, ErrEntityBusy), errors.Is(err, ErrWrongState), errors.Is(err, ErrNotFound):
@@ -130,39 +137,52 @@ func (in *Inbox) process(key string) {
 		return
 	}
 	log := in.log.With(slog.String("key", key), slog.String("event", rec.Event), slog.Int("attempt", rec.Attempts))
+	if in.hctx.Err() != nil {
+		// Shutdown ran out of time between the claim and the run: give the
+		// event back untouched, without counting this attempt.
+		in.complete(log, rec, Outcome{State: StateReceived, NotAttempted: true, Error: "handed back by shutdown before it ran"})
+		return
+	}
 	if rec.Attempts > in.cfg.MaxAttempts {
 		// Its last attempts never recorded an outcome (crashes or lost
 		// leases): running it again could crash again.
-		in.complete(log, rec, Outcome{State: StateDead, Error: fmt.Sprintf("gave up: %d attempts started, the last without an outcome", rec.Attempts-1)}, in.cfg.Clock.Now())
+		in.complete(log, rec, Outcome{State: StateDead, Error: fmt.Sprintf("gave up: %d attempts started, the last without an outcome", rec.Attempts-1)})
 		return
 	}
-	ev, err := eventOf(rec)
-	if err != nil {
-		in.complete(log, rec, Outcome{State: StateDead, Error: "stored payload unreadable: " + err.Error()}, in.cfg.Clock.Now())
+	ev, err := in.eventOf(rec)
+	var perm *permanentError
+	switch {
+	case errors.Is(err, ErrPayloadKeyMissing) && rec.Attempts < in.cfg.MaxAttempts:
+		// A configuration error (a key not given to this process): retry,
+		// in case another process (or the next deploy) has the key.
+		in.complete(log, rec, Outcome{State: StateError, RetryAfter: in.cfg.Backoff(rec.Attempts), Error: "stored payload cannot be opened: " + err.Error()})
+		return
+	case err != nil:
+		in.complete(log, rec, Outcome{State: StateDead, Error: "stored payload unreadable: " + err.Error()})
 		return
 	}
 	herr, cause := in.run(rec, ev)
 	if herr != nil && !errors.Is(herr, errNoHandler) {
 		log.Warn("webhook: handler failed", slog.Any("error", herr), slog.Any("cause", cause))
 	}
-	now := in.cfg.Clock.Now()
 	var out Outcome
-	var perm *permanentError
 	switch {
 	case herr == nil:
 		out = Outcome{State: StateProcessed}
 	case errors.Is(herr, errNoHandler):
 		out = Outcome{State: StateProcessed, Error: herr.Error()}
 	case errors.Is(cause, errShutdown):
-		out = Outcome{State: StateReceived, NextAttemptAt: now, Error: oneLine("interrupted by shutdown: " + herr.Error())}
+		// Not the event's fault: the attempt is given back, so deploys
+		// that interrupt it never make it dead.
+		out = Outcome{State: StateReceived, NotAttempted: true, Error: oneLine("interrupted by shutdown: " + herr.Error())}
 	case errors.As(herr, &perm):
 		out = Outcome{State: StateDead, Error: oneLine(herr.Error())}
 	case rec.Attempts >= in.cfg.MaxAttempts:
 		out = Outcome{State: StateDead, Error: oneLine(fmt.Sprintf("attempt %d of %d: %v", rec.Attempts, in.cfg.MaxAttempts, herr))}
 	default:
-		out = Outcome{State: StateError, NextAttemptAt: now.Add(in.cfg.Backoff(rec.Attempts)), Error: oneLine(herr.Error())}
+		out = Outcome{State: StateError, RetryAfter: in.cfg.Backoff(rec.Attempts), Error: oneLine(herr.Error())}
 	}
-	in.complete(log, rec, out, now)
+	in.complete(log, rec, out)
 }
 
 var errNoHandler = errors.New("no handler for this event: recorded without processing")
@@ -215,7 +235,7 @@ func (in *Inbox) keepLease(ctx context.Context, cancel context.CancelCauseFunc, 
 		case <-in.cfg.Clock.After(in.cfg.LeaseTTL / 3):
 		}
 		sctx, c := in.storeCtx()
-		_, err := in.cfg.Store.Renew(sctx, rec.Key, rec.LeaseToken, in.cfg.Clock.Now(), in.cfg.LeaseTTL)
+		_, err := in.cfg.Store.Renew(sctx, rec.Key, rec.LeaseToken, in.cfg.LeaseTTL)
 		c()
 		switch {
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotFound):
@@ -241,16 +261,15 @@ func call(ctx context.Context, h HandlerFunc, ev *Event) (err error) {
 
 // complete records out, retrying briefly: an outcome that is not recorded
 // lets the lease expire and the event run again.
-func (in *Inbox) complete(log *slog.Logger, rec Record, out Outcome, now time.Time) {
+func (in *Inbox) complete(log *slog.Logger, rec Record, out Outcome) {
 	var err error
 	for i := range 3 {
 		if i > 0 {
 			<-in.cfg.Clock.After(time.Duration(i) * time.Second)
-			now = in.cfg.Clock.Now()
 		}
 		ctx, cancel := in.storeCtx()
 		var stored Record
-		stored, err = in.cfg.Store.Complete(ctx, rec.Key, rec.LeaseToken, out, now)
+		stored, err = in.cfg.Store.Complete(ctx, rec.Key, rec.LeaseToken, out)
 		cancel()
 		if err == nil {
 			in.logOutcome(log, stored)
@@ -284,15 +303,19 @@ func (in *Inbox) logOutcome(log *slog.Logger, r Record) {
 	}
 }
 
-func eventOf(rec Record) (*Event, error) {
-	env, err := ParseEnvelope(rec.Payload)
+func (in *Inbox) eventOf(rec Record) (*Event, error) {
+	body, err := in.sealer.open(rec.Key, rec.Payload)
+	if err != nil {
+		return nil, err
+	}
+	env, err := ParseEnvelope(body)
 	if err != nil {
 		return nil, err
 	}
 	return &Event{
 		Name: env.Event, Envelope: *env, Key: rec.Key, Attempt: rec.Attempts,
 		Deliveries: rec.Deliveries, ReceivedAt: rec.ReceivedAt,
-		Test: env.Test || strings.HasPrefix(rec.Key, "test:"), Raw: rec.Payload,
+		Test: env.Test || strings.HasPrefix(rec.Key, "test:"), Raw: body,
 	}, nil
 }
 

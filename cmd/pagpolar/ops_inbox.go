@@ -23,10 +23,26 @@ The operator's view of a webhook inbox (sqlite:PATH, postgres://..., redis://...
 commands:
   list   list events by state and age    [-state dead,error] [-older-than 1h] [-limit 100]
   show   show one event                  KEY [-payload: also print the stored body]
-  retry  make a dead or error event due again now   KEY`
+  retry  make a dead or error event due again now   KEY
+  reap   delete processed and dead events not changed for -retention, in batches
+         [-retention 720h] [-batch 100] [-pause 10ms] [-dry-run: list what it would delete, up to -limit]
+
+Stored bodies can hold customer data. When the receiver seals them (webhook.Config.PayloadKeys),
+show -payload opens them only with the keys in $PAGPOLAR_WEBHOOK_PAYLOAD_KEYS (id:base64,...);
+without them it says which key sealed the body. Everything else (key, event, sale or subscription,
+state, attempts, deliveries, last error, times) is stored in clear and always shown.
+
+store flags:
+  -allow-volatile       accept a Redis without an append-only file (a development Redis)
+  -allow-async-commit   accept a PostgreSQL session with synchronous_commit off`
+
+// inboxOptions are the opt-outs of the stores' durability checks.
+type inboxOptions struct {
+	allowVolatile, allowAsyncCommit bool
+}
 
 // openInbox opens a webhook inbox store from a URL, migrating SQL schemas.
-func openInbox(ctx context.Context, raw string) (webhook.Store, func() error, error) {
+func openInbox(ctx context.Context, raw string, o inboxOptions) (webhook.Store, func() error, error) {
 	switch {
 	case strings.HasPrefix(raw, "sqlite:"):
 		s, err := sqlinbox.OpenSQLite(strings.TrimPrefix(strings.TrimPrefix(raw, "sqlite:"), "//"))
@@ -39,8 +55,15 @@ func openInbox(ctx context.Context, raw string) (webhook.Store, func() error, er
 		}
 		return s, s.Close, nil
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		s, err := sqlinbox.OpenPostgres(raw)
+		var opts []sqlinbox.Option
+		if o.allowAsyncCommit {
+			opts = append(opts, sqlinbox.AllowAsyncCommit())
+		}
+		s, err := sqlinbox.OpenPostgres(raw, opts...)
 		if err != nil {
+			if errors.Is(err, sqlinbox.ErrAsyncCommit) {
+				err = fmt.Errorf("%w (-allow-async-commit accepts it)", err)
+			}
 			return nil, nil, err
 		}
 		if err := s.Migrate(ctx); err != nil {
@@ -49,8 +72,15 @@ func openInbox(ctx context.Context, raw string) (webhook.Store, func() error, er
 		}
 		return s, s.Close, nil
 	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
-		s, err := redisinbox.NewFromURL(raw)
+		var opts []redisinbox.Option
+		if o.allowVolatile {
+			opts = append(opts, redisinbox.AllowVolatile())
+		}
+		s, err := redisinbox.NewFromURL(raw, opts...)
 		if err != nil {
+			if errors.Is(err, redisinbox.ErrVolatile) {
+				err = fmt.Errorf("%w (-allow-volatile accepts it)", err)
+			}
 			return nil, nil, err
 		}
 		return s, s.Close, nil
@@ -75,6 +105,13 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	olderThan := fs.Duration("older-than", 0, "only events not updated for this long (list)")
 	limit := fs.Int("limit", 100, "maximum events (list)")
 	payload := fs.Bool("payload", false, "print the stored body too (show); it may hold customer data")
+	retention := fs.Duration("retention", webhook.DefaultRetention, "keep processed and dead events this long after their last change (reap)")
+	batch := fs.Int("batch", webhook.DefaultReapBatch, "events deleted per batch (reap)")
+	pause := fs.Duration("pause", 10*time.Millisecond, "wait between batches, so live traffic goes first (reap)")
+	dryRun := fs.Bool("dry-run", false, "list what reap would delete, up to -limit, and delete nothing (reap)")
+	var o inboxOptions
+	fs.BoolVar(&o.allowVolatile, "allow-volatile", false, "accept a Redis without an append-only file")
+	fs.BoolVar(&o.allowAsyncCommit, "allow-async-commit", false, "accept a PostgreSQL session with synchronous_commit off")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -82,7 +119,25 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "pagpolar ops inbox: -store is required")
 		return 2
 	}
-	store, closeStore, err := openInbox(ctx, *storeURL)
+	if sub == "reap" && *retention < webhook.MinRetention {
+		fmt.Fprintf(stderr, "pagpolar ops inbox reap: -retention %v is shorter than the minimum %v\n", *retention, webhook.MinRetention)
+		return 2
+	}
+	if sub == "reap" && (*batch <= 0 || *pause < 0) {
+		fmt.Fprintln(stderr, "pagpolar ops inbox reap: -batch must be positive and -pause not negative")
+		return 2
+	}
+	var keys []webhook.PayloadKey
+	if sub == "show" && *payload {
+		if env := os.Getenv("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS"); env != "" {
+			var err error
+			if keys, err = webhook.ParsePayloadKeys(env); err != nil {
+				fmt.Fprintf(stderr, "pagpolar ops inbox show: $PAGPOLAR_WEBHOOK_PAYLOAD_KEYS: %v\n", err)
+				return 2
+			}
+		}
+	}
+	store, closeStore, err := openInbox(ctx, *storeURL, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar ops inbox: %v\n", err)
 		return 1
@@ -112,7 +167,7 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if out.json {
 			views := make([]eventView, 0, len(recs))
 			for _, r := range recs {
-				views = append(views, eventViewOf(r, false))
+				views = append(views, eventViewOf(r, false, nil))
 			}
 			return out.encode(views)
 		}
@@ -134,7 +189,7 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if sub == "show" {
 			rec, err = store.Get(ctx, fs.Arg(0))
 		} else {
-			rec, err = store.Retry(ctx, fs.Arg(0), time.Now())
+			rec, err = store.Retry(ctx, fs.Arg(0))
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "pagpolar ops inbox %s: %v\n", sub, err)
@@ -143,21 +198,70 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 			return 1
 		}
-		v := eventViewOf(rec, *payload && sub == "show")
+		v := eventViewOf(rec, *payload && sub == "show", keys)
 		if out.json {
 			return out.encode(v)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "key\t%s\nevent\t%s\nentity\t%s\nstate\t%s\nattempts\t%d\ndeliveries\t%d\nlast error\t%s\nnext attempt\t%s\nreceived\t%s\nupdated\t%s\n",
 			v.Key, v.Event, v.Entity, v.State, v.Attempts, v.Deliveries, v.LastError, v.NextAttemptAt, v.ReceivedAt.Format(time.RFC3339), v.UpdatedAt.Format(time.RFC3339))
+		if v.SealedWith != "" {
+			fmt.Fprintf(tw, "payload sealed with\t%s\n", v.SealedWith)
+		}
 		if v.Payload != "" {
 			fmt.Fprintf(tw, "payload\t%s\n", v.Payload)
 		}
 		_ = tw.Flush()
 		return 0
+	case "reap":
+		return reapInbox(ctx, store, webhook.ReapOptions{Retention: *retention, Batch: *batch, Pause: *pause, Now: time.Now()}, *dryRun, *limit, out, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "pagpolar ops inbox: unknown command %q\n\n%s\n", sub, inboxUsage)
 	return 2
+}
+
+// reapInbox deletes (or, dry, lists) processed and dead events past retention.
+func reapInbox(ctx context.Context, store webhook.Store, o webhook.ReapOptions, dry bool, limit int, out *opsOutput, stdout, stderr io.Writer) int {
+	cutoff := o.Cutoff()
+	if dry {
+		recs, err := webhook.ReapCandidates(ctx, store, o, limit)
+		if err != nil {
+			fmt.Fprintf(stderr, "pagpolar ops inbox reap: %v\n", err)
+			return 1
+		}
+		if out.json {
+			views := make([]eventView, 0, len(recs))
+			for _, r := range recs {
+				views = append(views, eventViewOf(r, false, nil))
+			}
+			return out.encode(map[string]any{"dry_run": true, "cutoff": cutoff, "would_delete": views, "limit_reached": len(recs) >= limit})
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tEVENT\tSTATE\tUPDATED")
+		counts := map[webhook.State]int{}
+		for _, r := range recs {
+			counts[r.State]++
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Key, r.Event, r.State, r.UpdatedAt.Format(time.RFC3339))
+		}
+		_ = tw.Flush()
+		more := ""
+		if len(recs) >= limit {
+			more = fmt.Sprintf(" (at least: the list stops at -limit %d)", limit)
+		}
+		fmt.Fprintf(stdout, "dry run: would delete %d event(s)%s: %d processed, %d dead, last changed before %s; nothing deleted\n",
+			len(recs), more, counts[webhook.StateProcessed], counts[webhook.StateDead], cutoff.Format(time.RFC3339))
+		return 0
+	}
+	n, err := webhook.Reap(ctx, store, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar ops inbox reap: removed %d, then: %v\n", n, err)
+		return 1
+	}
+	if out.json {
+		return out.encode(map[string]any{"removed": n, "cutoff": cutoff})
+	}
+	fmt.Fprintf(stdout, "removed %d processed or dead event(s) last changed before %s\n", n, cutoff.Format(time.RFC3339))
+	return 0
 }
 
 type eventView struct {
@@ -171,17 +275,33 @@ type eventView struct {
 	NextAttemptAt string        `json:"next_attempt_at,omitempty"`
 	ReceivedAt    time.Time     `json:"received_at"`
 	UpdatedAt     time.Time     `json:"updated_at"`
+	SealedWith    string        `json:"payload_sealed_with,omitempty"`
 	Payload       string        `json:"payload,omitempty"`
 }
 
-func eventViewOf(r webhook.Record, withPayload bool) eventView {
+// eventViewOf is what an operator sees of r. The body is shown only when
+// asked for; a sealed one only opened with keys, and otherwise named by the
+// key that sealed it.
+func eventViewOf(r webhook.Record, withPayload bool, keys []webhook.PayloadKey) eventView {
 	v := eventView{Key: r.Key, Event: r.Event, Entity: r.Entity, State: r.State, Attempts: r.Attempts, Deliveries: r.Deliveries,
 		LastError: r.LastError, ReceivedAt: r.ReceivedAt, UpdatedAt: r.UpdatedAt}
 	if !r.NextAttemptAt.IsZero() && (r.State == webhook.StateReceived || r.State == webhook.StateError) {
 		v.NextAttemptAt = r.NextAttemptAt.Format(time.RFC3339)
 	}
-	if withPayload {
-		v.Payload = string(r.Payload)
+	id, sealed := webhook.Sealed(r.Payload)
+	if sealed {
+		v.SealedWith = id
+	}
+	if !withPayload {
+		return v
+	}
+	switch body, err := webhook.OpenPayload(r, keys...); {
+	case err == nil:
+		v.Payload = string(body)
+	case errors.Is(err, webhook.ErrPayloadKeyMissing):
+		v.Payload = fmt.Sprintf("(sealed with key %q: put it in $PAGPOLAR_WEBHOOK_PAYLOAD_KEYS to open it)", id)
+	default:
+		v.Payload = fmt.Sprintf("(cannot open: %v)", err)
 	}
 	return v
 }

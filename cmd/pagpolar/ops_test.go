@@ -13,8 +13,6 @@ import (
 	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
-	"github.com/pagpolar/pagpolar-go/webhook"
-	"github.com/pagpolar/pagpolar-go/webhook/sqlinbox"
 )
 
 func ops(t *testing.T, args ...string) (string, string, int) {
@@ -124,42 +122,5 @@ func TestOpsBadInput(t *testing.T) {
 	_, errs, _ := ops(t, "list", "-store", "postgres://user:hunter2@127.0.0.1:1/db")
 	if strings.Contains(errs, "hunter2") {
 		t.Fatalf("error echoes the password: %s", errs)
-	}
-}
-
-// TestOpsInbox: a dead webhook event is listed and retried.
-func TestOpsInbox(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "inbox.db")
-	s, err := sqlinbox.OpenSQLite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	if _, _, err := s.Insert(ctx, webhook.Record{Key: "TRANSACTION_PAID:sale_1", Event: "TRANSACTION_PAID", Entity: "sale:sale_1", Payload: []byte(`{"event":"TRANSACTION_PAID"}`), State: webhook.StateReceived, NextAttemptAt: now}, now); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := s.Claim(ctx, "TRANSACTION_PAID:sale_1", "w", now, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Complete(ctx, rec.Key, rec.LeaseToken, webhook.Outcome{State: webhook.StateDead, Error: "boom"}, now); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Close()
-	url := "sqlite:" + path
-	out, errs, code := ops(t, "inbox", "list", "-store", url, "-state", "dead")
-	if code != 0 || !strings.Contains(out, "TRANSACTION_PAID:sale_1") || !strings.Contains(out, "boom") {
-		t.Fatalf("inbox list: %d\n%s%s", code, out, errs)
-	}
-	out, errs, code = ops(t, "inbox", "retry", "-store", url, "-json", "TRANSACTION_PAID:sale_1")
-	if code != 0 || !strings.Contains(out, `"state": "received"`) {
-		t.Fatalf("inbox retry: %d\n%s%s", code, out, errs)
-	}
-	if _, _, code := ops(t, "inbox", "retry", "-store", url, "TRANSACTION_PAID:sale_1"); code == 0 {
-		t.Fatal("retrying a received event should be refused")
 	}
 }

@@ -1,15 +1,25 @@
 // Command webhook is a PagPolar webhook receiver: it checks the token, stores
-// each event in SQLite before answering 200, processes it once afterwards,
-// and never moves an order's status backwards.
+// each event (its body sealed with AES-256-GCM) in SQLite before answering
+// 200, processes it once afterwards, and never moves an order's status
+// backwards.
 //
-//	PAGPOLAR_WEBHOOK_TOKEN=... go run ./examples/webhook
+//	PAGPOLAR_WEBHOOK_TOKEN=... PAGPOLAR_WEBHOOK_PAYLOAD_KEYS="k1:$(openssl rand -base64 32)" go run ./examples/webhook
 //
 // It listens on PAGPOLAR_WEBHOOK_ADDR (default :3000) at /webhooks/pagpolar
 // and keeps events and orders in the SQLite file PAGPOLAR_WEBHOOK_DB (default
-// pagpolar-webhooks.db). While rotating the webhook token, put the new one in
-// PAGPOLAR_WEBHOOK_TOKEN_NEXT: both are accepted. With PAGPOLAR_BASE_URL,
-// PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN set, doubtful statuses are checked
-// with GET /sales/{identifier}; without them they are left as stored.
+// pagpolar-webhooks.db); with PAGPOLAR_WEBHOOK_REDIS_URL the events go to
+// that Redis instead (the orders stay in SQLite). While rotating the webhook
+// token, put the new one in PAGPOLAR_WEBHOOK_TOKEN_NEXT: both are accepted.
+// With PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN set,
+// doubtful statuses are checked with GET /sales/{identifier}; without them
+// they are left as stored.
+//
+// PAGPOLAR_WEBHOOK_PAYLOAD_KEYS holds the keys that seal stored bodies
+// (id:base64, the sealing key first, old keys after it while rotating);
+// PAGPOLAR_WEBHOOK_PLAINTEXT=yes stores them in clear instead. One of the
+// two is required. A Redis without an append-only file (a development
+// Redis) is refused unless PAGPOLAR_WEBHOOK_REDIS_VOLATILE=yes accepts
+// losing acknowledged events on its restart.
 //
 // An operator lists and retries events:
 //
@@ -36,6 +46,7 @@ import (
 
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/webhook"
+	"github.com/pagpolar/pagpolar-go/webhook/redisinbox"
 	"github.com/pagpolar/pagpolar-go/webhook/sqlinbox"
 )
 
@@ -46,6 +57,13 @@ type config struct {
 	api    webhook.API // nil: doubtful statuses are left as stored
 	log    *slog.Logger
 
+	payloadKeys []webhook.PayloadKey // seal stored bodies (the first seals)
+	plaintext   bool                 // or store them as received, by name
+
+	redisURL      string // events in this Redis instead of the SQLite file
+	redisPrefix   string // the Redis keys' prefix (default redisinbox.DefaultPrefix)
+	redisVolatile bool   // accept a Redis without an append-only file
+
 	onOutcome func(webhook.Record) // tests: see each recorded outcome
 }
 
@@ -55,19 +73,22 @@ func main() {
 	flag.Parse()
 
 	cfg := config{
-		dbPath: envOr("PAGPOLAR_WEBHOOK_DB", "pagpolar-webhooks.db"),
-		addr:   envOr("PAGPOLAR_WEBHOOK_ADDR", ":3000"),
-		log:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		dbPath:        envOr("PAGPOLAR_WEBHOOK_DB", "pagpolar-webhooks.db"),
+		addr:          envOr("PAGPOLAR_WEBHOOK_ADDR", ":3000"),
+		log:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		redisURL:      os.Getenv("PAGPOLAR_WEBHOOK_REDIS_URL"),
+		redisPrefix:   envOr("PAGPOLAR_WEBHOOK_REDIS_PREFIX", redisinbox.DefaultPrefix),
+		redisVolatile: os.Getenv("PAGPOLAR_WEBHOOK_REDIS_VOLATILE") == "yes",
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	switch {
 	case *list != "":
-		err = ops(ctx, cfg.dbPath, func(s webhook.Store) error { return listEvents(ctx, s, webhook.State(*list), os.Stdout) })
+		err = ops(ctx, cfg, func(s webhook.Store) error { return listEvents(ctx, s, webhook.State(*list), os.Stdout) })
 	case *retry != "":
-		err = ops(ctx, cfg.dbPath, func(s webhook.Store) error {
-			r, err := s.Retry(ctx, *retry, time.Now())
+		err = ops(ctx, cfg, func(s webhook.Store) error {
+			r, err := s.Retry(ctx, *retry)
 			if err == nil {
 				fmt.Printf("%s is due again; a running receiver picks it up\n", r.Key)
 			}
@@ -99,6 +120,20 @@ func (c *config) fromEnv() error {
 	if next := os.Getenv("PAGPOLAR_WEBHOOK_TOKEN_NEXT"); next != "" {
 		c.tokens = append(c.tokens, next)
 	}
+	switch keys, plain := os.Getenv("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS"), os.Getenv("PAGPOLAR_WEBHOOK_PLAINTEXT") == "yes"; {
+	case keys != "":
+		k, err := webhook.ParsePayloadKeys(keys)
+		if err != nil {
+			return fmt.Errorf("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS: %w", err)
+		}
+		c.payloadKeys = k
+	case plain:
+		c.plaintext = true
+	default:
+		return errors.New(`PAGPOLAR_WEBHOOK_PAYLOAD_KEYS is not set: stored events can hold the customer's name, e-mail and document; ` +
+			`give a key to seal them (PAGPOLAR_WEBHOOK_PAYLOAD_KEYS="k1:$(openssl rand -base64 32)", and keep it: without it stored events cannot be processed) ` +
+			`or set PAGPOLAR_WEBHOOK_PLAINTEXT=yes to store them in clear`)
+	}
 	base, cred, apiTok := os.Getenv("PAGPOLAR_BASE_URL"), os.Getenv("PAGPOLAR_CREDENTIAL_ID"), os.Getenv("PAGPOLAR_TOKEN")
 	if base != "" && cred != "" && apiTok != "" {
 		client, err := pagpolar.NewClient(cred, pagpolar.StaticToken(apiTok), pagpolar.WithBaseURL(base))
@@ -108,6 +143,33 @@ func (c *config) fromEnv() error {
 		c.api = webhook.FromClient(client)
 	}
 	return nil
+}
+
+// openInbox returns where events are kept: the Redis of cfg.redisURL, or
+// the SQLite inbox beside the orders (fallback).
+func openInbox(cfg config, fallback webhook.Store) (webhook.Store, func(), error) {
+	if cfg.redisURL == "" {
+		return fallback, func() {}, nil
+	}
+	opts := []redisinbox.Option{redisinbox.WithLogger(cfg.log)}
+	if cfg.redisPrefix != "" {
+		opts = append(opts, redisinbox.WithPrefix(cfg.redisPrefix))
+	}
+	if cfg.redisVolatile {
+		// Explicitly accepted: a Redis that keeps nothing on disk (a shared
+		// development Redis) forgets every event on a restart, including
+		// events already answered 200 that PagPolar will not send again.
+		// Never set this in production.
+		opts = append(opts, redisinbox.AllowVolatile())
+	}
+	s, err := redisinbox.NewFromURL(cfg.redisURL, opts...)
+	if errors.Is(err, redisinbox.ErrVolatile) {
+		return nil, nil, fmt.Errorf("%w\n(for a development Redis only: PAGPOLAR_WEBHOOK_REDIS_VOLATILE=yes accepts it)", err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() { _ = s.Close() }, nil
 }
 
 // openDB opens the SQLite file that holds both the inbox and the orders, so
@@ -138,15 +200,22 @@ func openDB(ctx context.Context, path string) (*sql.DB, *sqlinbox.Store, error) 
 // run serves until ctx ends, then shuts down gracefully. ready, if not nil,
 // receives the listening address.
 func run(ctx context.Context, cfg config, ready chan<- string) error {
-	db, store, err := openDB(ctx, cfg.dbPath)
+	db, sqlStore, err := openDB(ctx, cfg.dbPath)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	store, closeStore, err := openInbox(cfg, sqlStore)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
 	app := &app{db: db, api: cfg.api, log: cfg.log}
 	inbox, err := webhook.New(webhook.Config{
-		Store:  store,
-		Tokens: cfg.tokens,
+		Store:             store,
+		Tokens:            cfg.tokens,
+		PayloadKeys:       cfg.payloadKeys,
+		PlaintextPayloads: cfg.plaintext,
 		Handlers: map[string]webhook.HandlerFunc{
 			webhook.EventTransactionCreated:      app.sale,
 			webhook.EventTransactionPaid:         app.sale,
@@ -172,7 +241,12 @@ func run(ctx context.Context, cfg config, ready chan<- string) error {
 		_ = inbox.Shutdown(context.Background())
 		return err
 	}
-	cfg.log.Info("receiving PagPolar webhooks", "addr", ln.Addr().String(), "path", "/webhooks/pagpolar", "db", cfg.dbPath)
+	where := "sqlite:" + cfg.dbPath
+	if cfg.redisURL != "" {
+		where = "redis"
+	}
+	cfg.log.Info("receiving PagPolar webhooks", "addr", ln.Addr().String(), "path", "/webhooks/pagpolar", "db", cfg.dbPath, "events", where,
+		"payloads_sealed", len(cfg.payloadKeys) > 0)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -275,12 +349,17 @@ func (a *app) other(_ context.Context, ev *webhook.Event) error {
 }
 
 // ops opens the inbox for an operator command.
-func ops(ctx context.Context, path string, f func(webhook.Store) error) error {
-	db, store, err := openDB(ctx, path)
+func ops(ctx context.Context, cfg config, f func(webhook.Store) error) error {
+	db, sqlStore, err := openDB(ctx, cfg.dbPath)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	store, closeStore, err := openInbox(cfg, sqlStore)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
 	return f(store)
 }
 

@@ -1,31 +1,136 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 	"github.com/pagpolar/pagpolar-go/webhook"
+	"github.com/pagpolar/pagpolar-go/webhook/redisinbox"
 )
+
+var exampleKey = webhook.PayloadKey{ID: "k1", Secret: bytes.Repeat([]byte{0x42}, 32)}
 
 // TestReceiver runs the example on a free port and delivers to it with the
 // fake's sender: a PAID, a duplicate PAID, and a CREATED that arrives last.
 func TestReceiver(t *testing.T) {
-	const token = "whk_example"
-	outcomes := make(chan webhook.Record, 16)
-	cfg := config{
-		tokens:    []string{token},
-		dbPath:    filepath.Join(t.TempDir(), "webhooks.db"),
-		addr:      "127.0.0.1:0",
-		log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		onOutcome: func(r webhook.Record) { outcomes <- r },
+	cfg := exampleConfig(t)
+	receive(t, cfg)
+	// The order is paid: the late CREATED did not move it back.
+	db, _, err := openDB(context.Background(), cfg.dbPath)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer db.Close()
+	var status string
+	if err := db.QueryRow(`SELECT status FROM orders WHERE sale_id = 'sale_1'`).Scan(&status); err != nil || status != "paid" {
+		t.Errorf("order status %q (%v), want paid", status, err)
+	}
+	var n int
+	var payload []byte
+	if err := db.QueryRow(`SELECT deliveries, payload FROM `+"pagpolar_webhook_inbox"+` WHERE dedupe_key = 'TRANSACTION_PAID:sale_1'`).Scan(&n, &payload); err != nil || n != 2 {
+		t.Errorf("PAID deliveries %d (%v), want 2", n, err)
+	}
+	if id, ok := webhook.Sealed(payload); !ok || id != exampleKey.ID || bytes.Contains(payload, []byte("sale_1")) {
+		t.Errorf("stored body not sealed with %s: %q", exampleKey.ID, payload)
+	}
+}
+
+// TestReceiverOnSharedRedis keeps the events in the shared development
+// Redis, which keeps nothing on disk: refused as it is, accepted once
+// PAGPOLAR_WEBHOOK_REDIS_VOLATILE says so.
+func TestReceiverOnSharedRedis(t *testing.T) {
+	url := os.Getenv("PAGPOLAR_TEST_REDIS_URL")
+	if url == "" {
+		t.Skip("PAGPOLAR_TEST_REDIS_URL is not set")
+	}
+	cfg := exampleConfig(t)
+	cfg.redisURL = url
+	cfg.redisPrefix = fmt.Sprintf("pagpolar-test:example:%d", time.Now().UnixNano())
+	t.Cleanup(func() { cleanRedis(t, url, cfg.redisPrefix) })
+	if err := run(context.Background(), cfg, nil); !errors.Is(err, redisinbox.ErrVolatile) || !strings.Contains(err.Error(), "PAGPOLAR_WEBHOOK_REDIS_VOLATILE") {
+		t.Fatalf("run on a Redis without an AOF: %v; want refused, naming PAGPOLAR_WEBHOOK_REDIS_VOLATILE", err)
+	}
+	cfg.redisVolatile = true
+	receive(t, cfg)
+	var listed bytes.Buffer
+	if err := ops(context.Background(), cfg, func(s webhook.Store) error {
+		return listEvents(context.Background(), s, webhook.StateProcessed, &listed)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(listed.String(), "TRANSACTION_PAID:sale_1") || !strings.Contains(listed.String(), "TRANSACTION_CREATED:sale_1") {
+		t.Errorf("-list processed on Redis:\n%s", listed.String())
+	}
+}
+
+// cleanRedis removes every key under prefix from the shared Redis.
+func cleanRedis(t *testing.T, url, prefix string) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(o)
+	defer c.Close()
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, "{"+prefix+"}:*", 500).Iterator()
+	for iter.Next(ctx) {
+		c.Del(ctx, iter.Val())
+	}
+}
+
+func TestFromEnvWantsAPayloadChoice(t *testing.T) {
+	t.Setenv("PAGPOLAR_WEBHOOK_TOKEN", "whk")
+	t.Setenv("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS", "")
+	t.Setenv("PAGPOLAR_WEBHOOK_PLAINTEXT", "")
+	t.Setenv("PAGPOLAR_BASE_URL", "")
+	var c config
+	if err := c.fromEnv(); err == nil || !strings.Contains(err.Error(), "PAGPOLAR_WEBHOOK_PAYLOAD_KEYS") {
+		t.Fatalf("fromEnv without payload keys: %v", err)
+	}
+	t.Setenv("PAGPOLAR_WEBHOOK_PLAINTEXT", "yes")
+	if c = (config{}); c.fromEnv() != nil || !c.plaintext {
+		t.Fatalf("PAGPOLAR_WEBHOOK_PLAINTEXT=yes: %+v", c)
+	}
+	t.Setenv("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS", "k2:"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)))
+	if c = (config{}); c.fromEnv() != nil || len(c.payloadKeys) != 1 || c.payloadKeys[0].ID != "k2" {
+		t.Fatalf("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS: %+v", c)
+	}
+}
+
+func exampleConfig(t *testing.T) config {
+	return config{
+		tokens:      []string{exampleToken},
+		dbPath:      filepath.Join(t.TempDir(), "webhooks.db"),
+		addr:        "127.0.0.1:0",
+		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		payloadKeys: []webhook.PayloadKey{exampleKey},
+	}
+}
+
+const exampleToken = "whk_example"
+
+// receive runs the receiver with cfg and delivers a CREATED (lost once, so
+// it arrives after the PAID), a PAID and a duplicate PAID.
+func receive(t *testing.T, cfg config) {
+	t.Helper()
+	const token = exampleToken
+	outcomes := make(chan webhook.Record, 16)
+	cfg.onOutcome = func(r webhook.Record) { outcomes <- r }
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -98,19 +203,5 @@ func TestReceiver(t *testing.T) {
 		if !d.OK() {
 			t.Errorf("delivery %+v refused", d)
 		}
-	}
-	// The order is paid: the late CREATED did not move it back.
-	db, _, err := openDB(context.Background(), cfg.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var status string
-	if err := db.QueryRow(`SELECT status FROM orders WHERE sale_id = 'sale_1'`).Scan(&status); err != nil || status != "paid" {
-		t.Errorf("order status %q (%v), want paid", status, err)
-	}
-	var n int
-	if err := db.QueryRow(`SELECT deliveries FROM ` + "pagpolar_webhook_inbox" + ` WHERE dedupe_key = 'TRANSACTION_PAID:sale_1'`).Scan(&n); err != nil || n != 2 {
-		t.Errorf("PAID deliveries %d (%v), want 2", n, err)
 	}
 }

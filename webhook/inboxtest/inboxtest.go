@@ -1,7 +1,16 @@
 // Package inboxtest is the conformance suite every webhook.Store passes
 // unchanged: the memory store, the SQL stores (SQLite and PostgreSQL) and
-// the Redis store. Times are whole microseconds, the precision durable stores
-// keep.
+// the Redis store.
+//
+// Stores keep time by their own clock (database now, Redis TIME), so tests
+// that need a lease to expire use short real TTLs and wait, with a bound,
+// until the store itself reports it expired (Due lists it); times the store
+// sets are compared with this process's clock within a tolerance, and with
+// each other exactly. Stores must keep at least millisecond precision.
+//
+// Two cases run Inboxes on the store whose clocks are ten minutes off in
+// either direction: one must not take over a live lease, and a lease taken
+// by a process whose clock is ahead must still expire on time.
 package inboxtest
 
 import (
@@ -9,8 +18,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,10 +34,22 @@ import (
 // Factory returns an empty store for one subtest and arranges its cleanup.
 type Factory func(t *testing.T) webhook.Store
 
-// T0 is the time the suite starts from.
-var t0 = time.Date(2031, 3, 4, 5, 6, 7, 891011000, time.UTC)
-
-const ttl = time.Minute
+const (
+	// shortTTL is a lease meant to expire during the test.
+	shortTTL = 300 * time.Millisecond
+	// longTTL is a lease that must not expire during the test.
+	longTTL = time.Minute
+	// waitBound caps every wait for the store to report something.
+	waitBound = 15 * time.Second
+	// clockTolerance bounds the distance between the store's clock and this
+	// process's (same host, or a well-synchronised one). It catches unit and
+	// time-zone mistakes (seconds vs microseconds, local vs UTC).
+	clockTolerance = 2 * time.Second
+	// precision is the coarsest time precision a store may keep.
+	precision = time.Millisecond
+	// skew is how far the clocks of the skewed Inboxes are off.
+	skew = 10 * time.Minute
+)
 
 // Run runs the suite, each case on a fresh store from newStore.
 func Run(t *testing.T, newStore Factory) {
@@ -42,12 +68,16 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Renew", testRenew},
 		{"Complete", testComplete},
+		{"CompleteNotAttempted", testNotAttempted},
 		{"Due", testDue},
 		{"List", testList},
+		{"ListOnceUnderStateChanges", testListSnapshot},
 		{"Retry", testRetry},
 		{"DeleteExpired", testDeleteExpired},
 		{"Payload", testPayload},
 		{"CancelledContext", testCancelled},
+		{"SkewedClockDoesNotStealLiveLease", testSkewAheadNoSteal},
+		{"SkewedClockLeaseExpiresOnTime", testSkewLeaseExpires},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
@@ -67,27 +97,32 @@ func newRec(key, entity string) webhook.Record {
 	}
 }
 
-func insert(t *testing.T, s webhook.Store, key, entity string, now time.Time) webhook.Record {
+func insert(t *testing.T, s webhook.Store, key, entity string) webhook.Record {
 	t.Helper()
-	r, ins, err := s.Insert(ctx(t), newRec(key, entity), now)
+	r, ins, err := s.Insert(ctx(t), newRec(key, entity))
 	if err != nil || !ins {
 		t.Fatalf("Insert(%s) = inserted %v, %v; want a new record", key, ins, err)
 	}
 	return r
 }
 
-func claim(t *testing.T, s webhook.Store, key string, now time.Time) webhook.Record {
+func claimTTL(t *testing.T, s webhook.Store, key string, ttl time.Duration) webhook.Record {
 	t.Helper()
-	r, err := s.Claim(ctx(t), key, "owner-a", now, ttl)
+	r, err := s.Claim(ctx(t), key, "owner-a", ttl)
 	if err != nil {
-		t.Fatalf("Claim(%s) at %v: %v", key, now.Sub(t0), err)
+		t.Fatalf("Claim(%s): %v", key, err)
 	}
 	return r
 }
 
-func complete(t *testing.T, s webhook.Store, r webhook.Record, out webhook.Outcome, now time.Time) webhook.Record {
+func claim(t *testing.T, s webhook.Store, key string) webhook.Record {
 	t.Helper()
-	got, err := s.Complete(ctx(t), r.Key, r.LeaseToken, out, now)
+	return claimTTL(t, s, key, longTTL)
+}
+
+func complete(t *testing.T, s webhook.Store, r webhook.Record, out webhook.Outcome) webhook.Record {
+	t.Helper()
+	got, err := s.Complete(ctx(t), r.Key, r.LeaseToken, out)
 	if err != nil {
 		t.Fatalf("Complete(%s, %s): %v", r.Key, out.State, err)
 	}
@@ -108,9 +143,51 @@ func wantTime(t *testing.T, what string, got, want time.Time) {
 	}
 }
 
+// wantNear checks a time the store set against this process's clock, read
+// just before (lo) and after (hi) the call.
+func wantNear(t *testing.T, what string, got, lo, hi time.Time) {
+	t.Helper()
+	if got.Before(lo.Add(-clockTolerance)) || got.After(hi.Add(clockTolerance)) {
+		t.Errorf("%s = %v, want within %v of [%v, %v] (the store's clock, not the caller's)", what, got, clockTolerance, lo, hi)
+	}
+}
+
+// tick waits until a store keeping millisecond precision has moved on to a
+// later timestamp than anything it set before.
+func tick() { time.Sleep(2 * precision) }
+
+// waitDue waits until the store reports every key due by its own clock.
+func waitDue(t *testing.T, s webhook.Store, keys ...string) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		rs, err := s.Due(ctx(t), 1000)
+		if err != nil {
+			t.Fatalf("Due: %v", err)
+		}
+		got := map[string]bool{}
+		for _, r := range rs {
+			got[r.Key] = true
+		}
+		all := true
+		for _, k := range keys {
+			all = all && got[k]
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v not all due after %v (due: %s)", keys, waitBound, keysOf(rs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func testInsertNew(t *testing.T, s webhook.Store) {
 	in := newRec("TRANSACTION_PAID:s1", "sale:s1")
-	got, ins, err := s.Insert(ctx(t), in, t0)
+	lo := time.Now()
+	got, ins, err := s.Insert(ctx(t), in)
+	hi := time.Now()
 	if err != nil || !ins {
 		t.Fatalf("Insert = %v, %v; want inserted", ins, err)
 	}
@@ -122,9 +199,9 @@ func testInsertNew(t *testing.T, s webhook.Store) {
 			t.Errorf("stored record = state %s attempts %d deliveries %d error %q owner %q token %d; want received, 0, 1, none",
 				r.State, r.Attempts, r.Deliveries, r.LastError, r.LeaseOwner, r.LeaseToken)
 		}
-		wantTime(t, "NextAttemptAt", r.NextAttemptAt, t0)
-		wantTime(t, "ReceivedAt", r.ReceivedAt, t0)
-		wantTime(t, "UpdatedAt", r.UpdatedAt, t0)
+		wantNear(t, "ReceivedAt", r.ReceivedAt, lo, hi)
+		wantTime(t, "NextAttemptAt", r.NextAttemptAt, r.ReceivedAt)
+		wantTime(t, "UpdatedAt", r.UpdatedAt, r.ReceivedAt)
 	}
 }
 
@@ -138,24 +215,25 @@ func mustGet(t *testing.T, s webhook.Store, key string) webhook.Record {
 }
 
 func testInsertDuplicate(t *testing.T, s webhook.Store) {
-	first := insert(t, s, "k", "sale:1", t0)
+	first := insert(t, s, "k", "sale:1")
 	dup := newRec("k", "sale:other")
 	dup.Payload, dup.EnvelopeID, dup.Event = []byte(`{"other":true}`), "env-2", "TRANSACTION_CREATED"
-	got, ins, err := s.Insert(ctx(t), dup, t0.Add(time.Minute))
+	tick()
+	got, ins, err := s.Insert(ctx(t), dup)
 	if err != nil || ins {
 		t.Fatalf("duplicate Insert = inserted %v, %v; want existing record", ins, err)
 	}
 	if got.Deliveries != 2 || !bytes.Equal(got.Payload, first.Payload) || got.EnvelopeID != first.EnvelopeID || got.Entity != first.Entity || got.Event != first.Event {
 		t.Errorf("after duplicate: %+v; want the first record with Deliveries 2", got)
 	}
-	wantTime(t, "UpdatedAt after duplicate", got.UpdatedAt, t0)
+	wantTime(t, "UpdatedAt after duplicate", got.UpdatedAt, first.UpdatedAt)
 	if g := mustGet(t, s, "k"); g.Deliveries != 2 {
 		t.Errorf("Get after duplicate: Deliveries %d, want 2", g.Deliveries)
 	}
 	// A duplicate of a processed record changes nothing but the count.
-	r := claim(t, s, "k", t0)
-	complete(t, s, r, webhook.Outcome{State: webhook.StateProcessed}, t0.Add(time.Second))
-	got, ins, err = s.Insert(ctx(t), dup, t0.Add(time.Hour))
+	r := claim(t, s, "k")
+	complete(t, s, r, webhook.Outcome{State: webhook.StateProcessed})
+	got, ins, err = s.Insert(ctx(t), dup)
 	if err != nil || ins || got.State != webhook.StateProcessed || got.Deliveries != 3 {
 		t.Errorf("duplicate of processed = %s deliveries %d inserted %v %v; want processed, 3, false", got.State, got.Deliveries, ins, err)
 	}
@@ -169,7 +247,7 @@ func testInsertConcurrent(t *testing.T, s webhook.Store) {
 	errs := make(chan error, n)
 	for range n {
 		wg.Go(func() {
-			_, ins, err := s.Insert(ctx(t), newRec("k", "sale:1"), t0)
+			_, ins, err := s.Insert(ctx(t), newRec("k", "sale:1"))
 			if err != nil {
 				errs <- err
 				return
@@ -200,88 +278,112 @@ func testGetMissing(t *testing.T, s webhook.Store) {
 }
 
 func testClaimLifecycle(t *testing.T, s webhook.Store) {
-	insert(t, s, "k", "sale:1", t0)
-	now := t0.Add(time.Second)
-	r := claim(t, s, "k", now)
+	insert(t, s, "k", "sale:1")
+	lo := time.Now()
+	r := claim(t, s, "k")
+	hi := time.Now()
 	if r.State != webhook.StateProcessing || r.Attempts != 1 || r.LeaseOwner != "owner-a" || r.LeaseToken != 1 {
 		t.Errorf("claimed = state %s attempts %d owner %q token %d; want processing 1 owner-a 1", r.State, r.Attempts, r.LeaseOwner, r.LeaseToken)
 	}
-	wantTime(t, "LeaseExpiresAt", r.LeaseExpiresAt, now.Add(ttl))
-	wantTime(t, "UpdatedAt", r.UpdatedAt, now)
+	wantNear(t, "UpdatedAt", r.UpdatedAt, lo, hi)
+	wantTime(t, "LeaseExpiresAt", r.LeaseExpiresAt, r.UpdatedAt.Add(longTTL))
 	if g := mustGet(t, s, "k"); g.State != webhook.StateProcessing || g.LeaseToken != 1 {
 		t.Errorf("Get after Claim = %s token %d", g.State, g.LeaseToken)
 	}
-	_, err := s.Claim(ctx(t), "k", "owner-b", now.Add(ttl-time.Microsecond), ttl)
+	cur, err := s.Claim(ctx(t), "k", "owner-b", longTTL)
 	wantErr(t, "Claim by another owner under a live lease", err, webhook.ErrLeaseHeld)
-	_, err = s.Claim(ctx(t), "k", "owner-a", now.Add(time.Second), ttl)
+	if cur.LeaseToken != 1 || cur.LeaseOwner != "owner-a" {
+		t.Errorf("refused Claim returned lease (%q, %d), want the current (owner-a, 1)", cur.LeaseOwner, cur.LeaseToken)
+	}
+	_, err = s.Claim(ctx(t), "k", "owner-a", longTTL)
 	wantErr(t, "Claim by the same owner under a live lease", err, webhook.ErrLeaseHeld)
-	// Left by a crash: the lease expires and anyone may take it over.
-	later := now.Add(ttl)
-	r2, err := s.Claim(ctx(t), "k", "owner-b", later, ttl)
-	if err != nil {
-		t.Fatalf("Claim after the lease expired: %v", err)
+
+	// Left by a crash: the lease expires by the store's clock and anyone may
+	// take it over then, and not before.
+	insert(t, s, "k2", "sale:2")
+	old := claimTTL(t, s, "k2", shortTTL)
+	deadline := time.Now().Add(waitBound)
+	var r2 webhook.Record
+	for {
+		r2, err = s.Claim(ctx(t), "k2", "owner-b", longTTL)
+		if err == nil {
+			break
+		}
+		wantErr(t, "Claim before the lease expired", err, webhook.ErrLeaseHeld)
+		if time.Now().After(deadline) {
+			t.Fatalf("lease of %v not taken over %v after it was granted", shortTTL, waitBound)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if r2.Attempts != 2 || r2.LeaseToken != 2 || r2.LeaseOwner != "owner-b" {
 		t.Errorf("reclaimed = attempts %d token %d owner %q; want 2 2 owner-b", r2.Attempts, r2.LeaseToken, r2.LeaseOwner)
 	}
-	wantTime(t, "LeaseExpiresAt after reclaim", r2.LeaseExpiresAt, later.Add(ttl))
+	if takenAt := r2.LeaseExpiresAt.Add(-longTTL); takenAt.Before(old.LeaseExpiresAt) {
+		t.Errorf("lease taken over at %v by the store's clock, before it expired at %v", takenAt, old.LeaseExpiresAt)
+	}
 }
 
 func testClaimWrongState(t *testing.T, s webhook.Store) {
-	_, err := s.Claim(ctx(t), "missing", "o", t0, ttl)
+	_, err := s.Claim(ctx(t), "missing", "o", longTTL)
 	wantErr(t, "Claim(missing)", err, webhook.ErrNotFound)
 	for _, st := range []webhook.State{webhook.StateProcessed, webhook.StateDead} {
 		key := "k-" + string(st)
-		insert(t, s, key, "sale:"+key, t0)
-		complete(t, s, claim(t, s, key, t0), webhook.Outcome{State: st, Error: "x"}, t0)
-		_, err := s.Claim(ctx(t), key, "o", t0.Add(time.Hour), ttl)
+		insert(t, s, key, "sale:"+key)
+		complete(t, s, claim(t, s, key), webhook.Outcome{State: st, Error: "x"})
+		_, err := s.Claim(ctx(t), key, "o", longTTL)
 		wantErr(t, "Claim("+string(st)+")", err, webhook.ErrWrongState)
 	}
 }
 
 func testClaimIgnoresBackoff(t *testing.T, s webhook.Store) {
-	insert(t, s, "k", "sale:1", t0)
-	next := t0.Add(time.Hour)
-	complete(t, s, claim(t, s, "k", t0), webhook.Outcome{State: webhook.StateError, Error: "boom", NextAttemptAt: next}, t0)
-	r := claim(t, s, "k", t0.Add(time.Second)) // a duplicate delivery resumes it early
+	insert(t, s, "k", "sale:1")
+	complete(t, s, claim(t, s, "k"), webhook.Outcome{State: webhook.StateError, Error: "boom", RetryAfter: time.Hour})
+	r := claim(t, s, "k") // a duplicate delivery resumes it early
 	if r.Attempts != 2 {
 		t.Errorf("Attempts = %d, want 2", r.Attempts)
 	}
 }
 
 func testEntityExclusion(t *testing.T, s webhook.Store) {
-	insert(t, s, "a", "sale:1", t0)
-	insert(t, s, "b", "sale:1", t0)
-	insert(t, s, "c", "sale:2", t0)
-	insert(t, s, "d", "sale:1", t0)
-	a := claim(t, s, "a", t0)
-	_, err := s.Claim(ctx(t), "b", "owner-b", t0.Add(time.Second), ttl)
+	insert(t, s, "a", "sale:1")
+	insert(t, s, "b", "sale:1")
+	insert(t, s, "c", "sale:2")
+	insert(t, s, "d", "sale:1")
+	a := claim(t, s, "a")
+	_, err := s.Claim(ctx(t), "b", "owner-b", longTTL)
 	wantErr(t, "Claim of another event of a busy entity", err, webhook.ErrEntityBusy)
 	if g := mustGet(t, s, "b"); g.State != webhook.StateReceived || g.Attempts != 0 {
 		t.Errorf("refused Claim changed the record: %s attempts %d", g.State, g.Attempts)
 	}
-	claim(t, s, "c", t0) // another entity is free
-	complete(t, s, a, webhook.Outcome{State: webhook.StateProcessed}, t0.Add(time.Second))
-	b := claim(t, s, "b", t0.Add(2*time.Second))
-	// b's lease expires (a crash): d may run.
-	d, err := s.Claim(ctx(t), "d", "owner-b", b.LeaseExpiresAt, ttl)
-	if err != nil {
-		t.Fatalf("Claim of an entity whose only lease expired: %v", err)
+	claim(t, s, "c") // another entity is free
+	complete(t, s, a, webhook.Outcome{State: webhook.StateProcessed})
+	claimTTL(t, s, "b", shortTTL)
+	// b's lease expires (a crash): d may run then, and not before.
+	deadline := time.Now().Add(waitBound)
+	for {
+		_, err := s.Claim(ctx(t), "d", "owner-b", longTTL)
+		if err == nil {
+			break
+		}
+		wantErr(t, "Claim while the entity's lease is live", err, webhook.ErrEntityBusy)
+		if time.Now().After(deadline) {
+			t.Fatalf("d not claimable %v after b's lease of %v", waitBound, shortTTL)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	// b, now stale, cannot be reclaimed while d is live.
-	_, err = s.Claim(ctx(t), "b", "owner-c", b.LeaseExpiresAt.Add(time.Second), ttl)
+	_, err = s.Claim(ctx(t), "b", "owner-c", longTTL)
 	wantErr(t, "Claim of a stale event while its entity is busy", err, webhook.ErrEntityBusy)
-	_ = d
 }
 
 func testConcurrentClaims(t *testing.T, s webhook.Store) {
 	const n = 12
-	insert(t, s, "k", "sale:1", t0)
+	insert(t, s, "k", "sale:1")
 	if got := raceClaims(t, s, n, func(i int) string { return "k" }); got != 1 {
 		t.Errorf("%d concurrent Claims of one event: %d succeeded, want 1", n, got)
 	}
 	for i := range n {
-		insert(t, s, fmt.Sprintf("e%d", i), "subscription:9", t0)
+		insert(t, s, fmt.Sprintf("e%d", i), "subscription:9")
 	}
 	if got := raceClaims(t, s, n, func(i int) string { return fmt.Sprintf("e%d", i) }); got != 1 {
 		t.Errorf("%d concurrent Claims of one entity's events: %d succeeded, want 1", n, got)
@@ -298,7 +400,7 @@ func raceClaims(t *testing.T, s webhook.Store, n int, key func(int) string) int 
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			_, err := s.Claim(ctx(t), key(i), fmt.Sprintf("owner-%d", i), t0, ttl)
+			_, err := s.Claim(ctx(t), key(i), fmt.Sprintf("owner-%d", i), longTTL)
 			switch {
 			case err == nil:
 				mu.Lock()
@@ -316,80 +418,149 @@ func raceClaims(t *testing.T, s webhook.Store, n int, key func(int) string) int 
 }
 
 func testRenew(t *testing.T, s webhook.Store) {
-	_, err := s.Renew(ctx(t), "missing", 1, t0, ttl)
+	_, err := s.Renew(ctx(t), "missing", 1, longTTL)
 	wantErr(t, "Renew(missing)", err, webhook.ErrNotFound)
-	insert(t, s, "k", "sale:1", t0)
-	r := claim(t, s, "k", t0)
-	now := t0.Add(ttl / 2)
-	got, err := s.Renew(ctx(t), "k", r.LeaseToken, now, ttl)
+	insert(t, s, "k", "sale:1")
+	r := claim(t, s, "k")
+	tick()
+	lo := time.Now()
+	got, err := s.Renew(ctx(t), "k", r.LeaseToken, 2*longTTL)
+	hi := time.Now()
 	if err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	wantTime(t, "LeaseExpiresAt after Renew", got.LeaseExpiresAt, now.Add(ttl))
-	_, err = s.Renew(ctx(t), "k", r.LeaseToken+1, now, ttl)
+	wantNear(t, "LeaseExpiresAt after Renew", got.LeaseExpiresAt, lo.Add(2*longTTL), hi.Add(2*longTTL))
+	if !got.LeaseExpiresAt.After(r.LeaseExpiresAt.Add(longTTL / 2)) {
+		t.Errorf("Renew for %v moved the expiry from %v to %v", 2*longTTL, r.LeaseExpiresAt, got.LeaseExpiresAt)
+	}
+	if got.LeaseToken != r.LeaseToken || got.Attempts != r.Attempts || !got.UpdatedAt.Equal(r.UpdatedAt) {
+		t.Errorf("Renew changed more than the expiry: %+v (was %+v)", got, r)
+	}
+	_, err = s.Renew(ctx(t), "k", r.LeaseToken+1, longTTL)
 	wantErr(t, "Renew with a wrong token", err, webhook.ErrLeaseLost)
-	_, err = s.Renew(ctx(t), "k", r.LeaseToken, now.Add(ttl), ttl)
+
+	// Expired by the store's clock: lost, whatever the caller thinks.
+	insert(t, s, "k2", "sale:2")
+	r2 := claimTTL(t, s, "k2", shortTTL)
+	waitDue(t, s, "k2")
+	_, err = s.Renew(ctx(t), "k2", r2.LeaseToken, longTTL)
 	wantErr(t, "Renew of an expired lease", err, webhook.ErrLeaseLost)
 	// The expired lease is taken over: the old token is fenced off.
-	r2, err := s.Claim(ctx(t), "k", "owner-b", now.Add(ttl), ttl)
+	r3, err := s.Claim(ctx(t), "k2", "owner-b", longTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Renew(ctx(t), "k", r.LeaseToken, now.Add(ttl), ttl)
+	_, err = s.Renew(ctx(t), "k2", r2.LeaseToken, longTTL)
 	wantErr(t, "Renew with a fenced token", err, webhook.ErrLeaseLost)
-	complete(t, s, r2, webhook.Outcome{State: webhook.StateProcessed}, now.Add(ttl))
-	_, err = s.Renew(ctx(t), "k", r2.LeaseToken, now.Add(ttl), ttl)
+	complete(t, s, r3, webhook.Outcome{State: webhook.StateProcessed})
+	_, err = s.Renew(ctx(t), "k2", r3.LeaseToken, longTTL)
 	wantErr(t, "Renew after Complete", err, webhook.ErrLeaseLost)
 }
 
 func testComplete(t *testing.T, s webhook.Store) {
-	_, err := s.Complete(ctx(t), "missing", 1, webhook.Outcome{State: webhook.StateProcessed}, t0)
+	_, err := s.Complete(ctx(t), "missing", 1, webhook.Outcome{State: webhook.StateProcessed})
 	wantErr(t, "Complete(missing)", err, webhook.ErrNotFound)
-	insert(t, s, "k", "sale:1", t0)
-	r := claim(t, s, "k", t0)
-	if _, err := s.Complete(ctx(t), "k", r.LeaseToken, webhook.Outcome{State: webhook.StateProcessing}, t0); err == nil {
-		t.Errorf("Complete with outcome processing succeeded, want an error")
+	insert(t, s, "k", "sale:1")
+	r := claim(t, s, "k")
+	for _, bad := range []webhook.Outcome{
+		{State: webhook.StateProcessing},
+		{State: webhook.StateError, NotAttempted: true},
+		{State: webhook.StateError, RetryAfter: -time.Second},
+	} {
+		if _, err := s.Complete(ctx(t), "k", r.LeaseToken, bad); err == nil {
+			t.Errorf("Complete with outcome %+v succeeded, want an error", bad)
+		}
 	}
-	next := t0.Add(10 * time.Minute)
-	got := complete(t, s, r, webhook.Outcome{State: webhook.StateError, Error: "db down", NextAttemptAt: next}, t0.Add(time.Second))
+	if g := mustGet(t, s, "k"); g.State != webhook.StateProcessing || g.LeaseToken != r.LeaseToken {
+		t.Fatalf("a refused Complete changed the record: %+v", g)
+	}
+	lo := time.Now()
+	got := complete(t, s, r, webhook.Outcome{State: webhook.StateError, Error: "db down", RetryAfter: 10 * time.Minute})
+	hi := time.Now()
 	if got.State != webhook.StateError || got.LastError != "db down" || got.LeaseOwner != "" || got.LeaseToken != r.LeaseToken || got.Attempts != 1 {
 		t.Errorf("after Complete(error) = %+v", got)
 	}
-	wantTime(t, "NextAttemptAt", got.NextAttemptAt, next)
-	wantTime(t, "UpdatedAt", got.UpdatedAt, t0.Add(time.Second))
-	_, err = s.Complete(ctx(t), "k", r.LeaseToken, webhook.Outcome{State: webhook.StateProcessed}, t0.Add(time.Second))
+	wantNear(t, "UpdatedAt", got.UpdatedAt, lo, hi)
+	wantTime(t, "NextAttemptAt", got.NextAttemptAt, got.UpdatedAt.Add(10*time.Minute))
+	_, err = s.Complete(ctx(t), "k", r.LeaseToken, webhook.Outcome{State: webhook.StateProcessed})
 	wantErr(t, "second Complete", err, webhook.ErrLeaseLost)
 
 	// Expired but not taken over: the outcome still counts.
-	r = claim(t, s, "k", next)
-	got, err = s.Complete(ctx(t), "k", r.LeaseToken, webhook.Outcome{State: webhook.StateProcessed}, next.Add(2*ttl))
+	r = claimTTL(t, s, "k", shortTTL)
+	waitDue(t, s, "k")
+	got, err = s.Complete(ctx(t), "k", r.LeaseToken, webhook.Outcome{State: webhook.StateProcessed})
 	if err != nil {
 		t.Fatalf("Complete after the lease expired, nobody else claiming: %v", err)
 	}
-	if got.State != webhook.StateProcessed || got.LastError != "db down" {
-		t.Errorf("processed = %s error %q; want processed keeping the last error", got.State, got.LastError)
+	if got.State != webhook.StateProcessed || got.LastError != "db down" || !got.NextAttemptAt.IsZero() {
+		t.Errorf("processed = %s error %q next %v; want processed keeping the last error, no next attempt", got.State, got.LastError, got.NextAttemptAt)
 	}
-	g := mustGet(t, s, "k")
-	if g.State != webhook.StateProcessed || g.Attempts != 2 {
+	if g := mustGet(t, s, "k"); g.State != webhook.StateProcessed || g.Attempts != 2 {
 		t.Errorf("Get = %s attempts %d", g.State, g.Attempts)
 	}
 
 	// Taken over: the first worker's outcome is refused.
-	insert(t, s, "k2", "sale:2", t0)
-	old := claim(t, s, "k2", t0)
-	nw, err := s.Claim(ctx(t), "k2", "owner-b", t0.Add(ttl), ttl)
+	insert(t, s, "k2", "sale:2")
+	old := claimTTL(t, s, "k2", shortTTL)
+	waitDue(t, s, "k2")
+	nw, err := s.Claim(ctx(t), "k2", "owner-b", longTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Complete(ctx(t), "k2", old.LeaseToken, webhook.Outcome{State: webhook.StateProcessed}, t0.Add(ttl))
+	_, err = s.Complete(ctx(t), "k2", old.LeaseToken, webhook.Outcome{State: webhook.StateProcessed})
 	wantErr(t, "Complete with a fenced token", err, webhook.ErrLeaseLost)
-	got = complete(t, s, nw, webhook.Outcome{State: webhook.StateReceived, NextAttemptAt: t0.Add(ttl), Error: "shutdown"}, t0.Add(ttl))
-	if got.State != webhook.StateReceived {
-		t.Errorf("handed back = %s, want received", got.State)
+	got = complete(t, s, nw, webhook.Outcome{State: webhook.StateReceived, Error: "shutdown"})
+	if got.State != webhook.StateReceived || got.Attempts != 2 {
+		t.Errorf("handed back = %s attempts %d, want received 2 (a hand-back without NotAttempted counts)", got.State, got.Attempts)
+	}
+	wantTime(t, "NextAttemptAt of a hand-back", got.NextAttemptAt, got.UpdatedAt)
+}
+
+// A hand-back that did not run (a shutdown) gives its attempt back, however
+// often it happens; a fenced one changes nothing.
+func testNotAttempted(t *testing.T, s webhook.Store) {
+	insert(t, s, "k", "sale:1")
+	for i := 1; i <= 3; i++ {
+		r := claim(t, s, "k")
+		if r.Attempts != 1 || r.LeaseToken != int64(i) {
+			t.Fatalf("claim %d: attempts %d token %d, want 1 and %d", i, r.Attempts, r.LeaseToken, i)
+		}
+		got := complete(t, s, r, webhook.Outcome{State: webhook.StateReceived, NotAttempted: true, Error: "interrupted by shutdown"})
+		if got.State != webhook.StateReceived || got.Attempts != 0 || got.LeaseOwner != "" || got.LeaseToken != int64(i) {
+			t.Fatalf("hand-back %d = %s attempts %d owner %q token %d; want received, 0 attempts, no owner, token %d",
+				i, got.State, got.Attempts, got.LeaseOwner, got.LeaseToken, i)
+		}
+		wantTime(t, "NextAttemptAt of a hand-back", got.NextAttemptAt, got.UpdatedAt)
+		if g := mustGet(t, s, "k"); g.Attempts != 0 || g.State != webhook.StateReceived {
+			t.Fatalf("stored after hand-back %d: %s attempts %d", i, g.State, g.Attempts)
+		}
+	}
+	if rs, err := s.Due(ctx(t), 10); err != nil || keysOf(rs) != "k" {
+		t.Fatalf("handed-back event not due at once: %s, %v", keysOf(rs), err)
+	}
+	r := claim(t, s, "k")
+	if r.Attempts != 1 {
+		t.Errorf("attempts after three hand-backs and a claim = %d, want 1", r.Attempts)
+	}
+	if got := complete(t, s, r, webhook.Outcome{State: webhook.StateProcessed}); got.Attempts != 1 {
+		t.Errorf("processed with %d attempts, want 1", got.Attempts)
+	}
+
+	// A fenced hand-back gives nothing back.
+	insert(t, s, "k2", "sale:2")
+	old := claimTTL(t, s, "k2", shortTTL)
+	waitDue(t, s, "k2")
+	if _, err := s.Claim(ctx(t), "k2", "owner-b", longTTL); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Complete(ctx(t), "k2", old.LeaseToken, webhook.Outcome{State: webhook.StateReceived, NotAttempted: true})
+	wantErr(t, "fenced hand-back", err, webhook.ErrLeaseLost)
+	if g := mustGet(t, s, "k2"); g.Attempts != 2 || g.State != webhook.StateProcessing || g.LeaseOwner != "owner-b" {
+		t.Errorf("after a fenced hand-back: %s attempts %d owner %q; want processing 2 owner-b", g.State, g.Attempts, g.LeaseOwner)
 	}
 }
 
-func keys(rs []webhook.Record) string {
+func keysOf(rs []webhook.Record) string {
 	var ks []string
 	for _, r := range rs {
 		ks = append(ks, r.Key)
@@ -397,73 +568,78 @@ func keys(rs []webhook.Record) string {
 	return strings.Join(ks, ",")
 }
 
+// Keys are chosen so that their order agrees with the order in which the
+// store's clock stamps them: a store with millisecond precision may give
+// two of them the same time, and ties go by key.
 func testDue(t *testing.T, s webhook.Store) {
-	insert(t, s, "r1", "sale:1", t0)
-	insert(t, s, "r2", "sale:2", t0.Add(1*time.Second))
-	insert(t, s, "err", "sale:3", t0.Add(2*time.Second))
-	insert(t, s, "proc", "sale:4", t0.Add(3*time.Second))
-	insert(t, s, "done", "sale:5", t0.Add(4*time.Second))
-	insert(t, s, "dead", "sale:6", t0.Add(5*time.Second))
-	now := t0.Add(10 * time.Second)
-	complete(t, s, claim(t, s, "err", now), webhook.Outcome{State: webhook.StateError, Error: "x", NextAttemptAt: now.Add(time.Minute)}, now)
-	claim(t, s, "proc", now) // lease until now+ttl
-	complete(t, s, claim(t, s, "done", now), webhook.Outcome{State: webhook.StateProcessed}, now)
-	complete(t, s, claim(t, s, "dead", now), webhook.Outcome{State: webhook.StateDead, Error: "x"}, now)
+	insert(t, s, "a-late", "sale:0")
+	insert(t, s, "r1", "sale:1")
+	insert(t, s, "r2", "sale:2")
+	for i, k := range []string{"err", "proc", "done", "dead"} {
+		insert(t, s, k, fmt.Sprintf("sale:%d", 3+i))
+	}
+	claim(t, s, "a-late")
+	complete(t, s, claim(t, s, "err"), webhook.Outcome{State: webhook.StateError, Error: "x", RetryAfter: time.Hour})
+	claim(t, s, "proc") // a live lease
+	complete(t, s, claim(t, s, "done"), webhook.Outcome{State: webhook.StateProcessed})
+	complete(t, s, claim(t, s, "dead"), webhook.Outcome{State: webhook.StateDead, Error: "x"})
 
-	due := func(at time.Time, limit int) string {
+	due := func(limit int) string {
 		t.Helper()
-		rs, err := s.Due(ctx(t), at, limit)
+		rs, err := s.Due(ctx(t), limit)
 		if err != nil {
 			t.Fatalf("Due: %v", err)
 		}
-		return keys(rs)
+		return keysOf(rs)
 	}
-	if got := due(now, 10); got != "r1,r2" {
-		t.Errorf("Due(now) = %s, want r1,r2", got)
+	if got := due(10); got != "r1,r2" {
+		t.Errorf("Due = %s, want r1,r2", got)
 	}
-	if got := due(now.Add(time.Minute), 10); got != "r1,r2,err,proc" {
-		t.Errorf("Due(now+1m) = %s, want r1,r2,err,proc (proc's lease expired; err and proc due at once, by key)", got)
+	// x1-exp's lease expires, then x2-soon's backoff ends, then a-late's:
+	// the order is the time each became due, not the time received.
+	insert(t, s, "x1-exp", "sale:8")
+	claimTTL(t, s, "x1-exp", shortTTL)
+	insert(t, s, "x2-soon", "sale:9")
+	complete(t, s, claim(t, s, "x2-soon"), webhook.Outcome{State: webhook.StateError, RetryAfter: shortTTL})
+	complete(t, s, mustGet(t, s, "a-late"), webhook.Outcome{State: webhook.StateError, RetryAfter: 3 * shortTTL})
+	waitDue(t, s, "a-late", "x1-exp", "x2-soon")
+	if got := due(10); got != "r1,r2,x1-exp,x2-soon,a-late" {
+		t.Errorf("Due = %s, want r1,r2,x1-exp,x2-soon,a-late (err's backoff and proc's lease have not ended)", got)
 	}
-	if got := due(now.Add(time.Minute), 3); got != "r1,r2,err" {
-		t.Errorf("Due(now+1m, limit 3) = %s, want r1,r2,err", got)
+	if got := due(3); got != "r1,r2,x1-exp" {
+		t.Errorf("Due(limit 3) = %s, want r1,r2,x1-exp", got)
 	}
-	// The order is the time each became due, not the time received.
-	r3 := insert(t, s, "r3", "sale:7", t0.Add(-time.Hour))
-	complete(t, s, claim(t, s, "r3", now), webhook.Outcome{State: webhook.StateError, NextAttemptAt: now.Add(30 * time.Second)}, now)
-	if got := due(now.Add(time.Minute), 10); got != "r1,r2,r3,err,proc" {
-		t.Errorf("Due(now+1m) = %s, want r1,r2,r3,err,proc", got)
-	}
-	_ = r3
 }
 
 func testList(t *testing.T, s webhook.Store) {
-	insert(t, s, "a", "sale:1", t0)
-	insert(t, s, "b", "sale:2", t0.Add(time.Second))
-	insert(t, s, "c", "sale:3", t0.Add(2*time.Second))
-	complete(t, s, claim(t, s, "a", t0.Add(3*time.Second)), webhook.Outcome{State: webhook.StateDead, Error: "x"}, t0.Add(5*time.Second))
-	complete(t, s, claim(t, s, "c", t0.Add(3*time.Second)), webhook.Outcome{State: webhook.StateDead, Error: "x"}, t0.Add(4*time.Second))
+	insert(t, s, "k3", "sale:3")
+	insert(t, s, "k1", "sale:1")
+	insert(t, s, "k2", "sale:2")
+	complete(t, s, claim(t, s, "k2"), webhook.Outcome{State: webhook.StateDead, Error: "x"})
+	tick()
+	k3 := complete(t, s, claim(t, s, "k3"), webhook.Outcome{State: webhook.StateDead, Error: "x"})
 	list := func(f webhook.Filter) string {
 		t.Helper()
 		rs, err := s.List(ctx(t), f)
 		if err != nil {
 			t.Fatalf("List(%+v): %v", f, err)
 		}
-		return keys(rs)
+		return keysOf(rs)
 	}
-	if got := list(webhook.Filter{}); got != "b,c,a" {
-		t.Errorf("List(all) = %s, want b,c,a (oldest UpdatedAt first)", got)
+	if got := list(webhook.Filter{}); got != "k1,k2,k3" {
+		t.Errorf("List(all) = %s, want k1,k2,k3 (oldest UpdatedAt first)", got)
 	}
-	if got := list(webhook.Filter{States: []webhook.State{webhook.StateDead}}); got != "c,a" {
-		t.Errorf("List(dead) = %s, want c,a", got)
+	if got := list(webhook.Filter{States: []webhook.State{webhook.StateDead}}); got != "k2,k3" {
+		t.Errorf("List(dead) = %s, want k2,k3", got)
 	}
-	if got := list(webhook.Filter{States: []webhook.State{webhook.StateReceived, webhook.StateProcessed}}); got != "b" {
-		t.Errorf("List(received, processed) = %s, want b", got)
+	if got := list(webhook.Filter{States: []webhook.State{webhook.StateReceived, webhook.StateProcessed}}); got != "k1" {
+		t.Errorf("List(received, processed) = %s, want k1", got)
 	}
-	if got := list(webhook.Filter{UpdatedBefore: t0.Add(5 * time.Second)}); got != "b,c" {
-		t.Errorf("List(updated before +5s) = %s, want b,c", got)
+	if got := list(webhook.Filter{UpdatedBefore: k3.UpdatedAt}); got != "k1,k2" {
+		t.Errorf("List(updated before k3's last change) = %s, want k1,k2", got)
 	}
-	if got := list(webhook.Filter{Limit: 2}); got != "b,c" {
-		t.Errorf("List(limit 2) = %s, want b,c", got)
+	if got := list(webhook.Filter{Limit: 2}); got != "k1,k2" {
+		t.Errorf("List(limit 2) = %s, want k1,k2", got)
 	}
 	rs, err := s.List(ctx(t), webhook.Filter{States: []webhook.State{webhook.StateDead}, Limit: 1})
 	if err != nil || len(rs) != 1 || rs[0].LastError != "x" || rs[0].Attempts != 1 || len(rs[0].Payload) == 0 {
@@ -471,61 +647,179 @@ func testList(t *testing.T, s webhook.Store) {
 	}
 }
 
+// Regression (issue 12, item 7): a List that read each state's index on its
+// own listed an event twice (or missed it) when it changed state between
+// two reads. Events move through every state while List runs; each List
+// must return each event exactly once.
+func testListSnapshot(t *testing.T, s webhook.Store) {
+	const n, churners = 24, 3
+	var all []string
+	for i := range n {
+		k := fmt.Sprintf("ev%02d", i)
+		insert(t, s, k, "sale:"+k)
+		all = append(all, k)
+	}
+	stop := make(chan struct{})
+	var moves atomic.Int64
+	var wg sync.WaitGroup
+	for c := range churners {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := all[(i*churners+c)%n] // each churner owns its keys
+				r, err := s.Claim(ctx(t), k, fmt.Sprintf("churner-%d", c), longTTL)
+				if err != nil {
+					t.Errorf("churn Claim(%s): %v", k, err)
+					return
+				}
+				outs := []webhook.Outcome{
+					{State: webhook.StateError, Error: "churn"},
+					{State: webhook.StateReceived, NotAttempted: true},
+					{State: webhook.StateDead, Error: "churn"},
+				}
+				out := outs[i%len(outs)]
+				if _, err := s.Complete(ctx(t), k, r.LeaseToken, out); err != nil {
+					t.Errorf("churn Complete(%s): %v", k, err)
+					return
+				}
+				if out.State == webhook.StateDead {
+					if _, err := s.Retry(ctx(t), k); err != nil {
+						t.Errorf("churn Retry(%s): %v", k, err)
+						return
+					}
+				}
+				moves.Add(1)
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	deadline := time.Now().Add(3 * time.Second)
+	lists := 0
+	filters := []webhook.Filter{
+		{Limit: 1000},
+		{States: []webhook.State{webhook.StateReceived, webhook.StateProcessing, webhook.StateError, webhook.StateDead}, Limit: 1000},
+	}
+	for lists < 400 && time.Now().Before(deadline) {
+		f := filters[lists%len(filters)]
+		rs, err := s.List(ctx(t), f)
+		if err != nil {
+			t.Fatalf("List under churn: %v", err)
+		}
+		lists++
+		seen := map[string]int{}
+		for _, r := range rs {
+			seen[r.Key]++
+		}
+		for _, k := range all {
+			if seen[k] != 1 {
+				t.Fatalf("List %d (after %d state changes) listed %s %d times, want once: %s", lists, moves.Load(), k, seen[k], keysOf(rs))
+			}
+		}
+		if len(rs) != n {
+			t.Fatalf("List %d returned %d records, want %d", lists, len(rs), n)
+		}
+		for i := 1; i < len(rs); i++ {
+			a, b := rs[i-1], rs[i]
+			if b.UpdatedAt.Before(a.UpdatedAt) || b.UpdatedAt.Equal(a.UpdatedAt) && b.Key < a.Key {
+				t.Fatalf("List %d out of order at %d: %s (%v) before %s (%v)", lists, i, a.Key, a.UpdatedAt, b.Key, b.UpdatedAt)
+			}
+		}
+	}
+	if moves.Load() == 0 {
+		t.Fatalf("no state changed during %d Lists: the test proved nothing", lists)
+	}
+}
+
 func testRetry(t *testing.T, s webhook.Store) {
-	_, err := s.Retry(ctx(t), "missing", t0)
+	_, err := s.Retry(ctx(t), "missing")
 	wantErr(t, "Retry(missing)", err, webhook.ErrNotFound)
-	insert(t, s, "k", "sale:1", t0)
-	_, err = s.Retry(ctx(t), "k", t0)
+	insert(t, s, "k", "sale:1")
+	_, err = s.Retry(ctx(t), "k")
 	wantErr(t, "Retry(received)", err, webhook.ErrWrongState)
-	complete(t, s, claim(t, s, "k", t0), webhook.Outcome{State: webhook.StateDead, Error: "poison"}, t0)
-	now := t0.Add(time.Hour)
-	r, err := s.Retry(ctx(t), "k", now)
+	complete(t, s, claim(t, s, "k"), webhook.Outcome{State: webhook.StateDead, Error: "poison"})
+	lo := time.Now()
+	r, err := s.Retry(ctx(t), "k")
+	hi := time.Now()
 	if err != nil {
 		t.Fatalf("Retry(dead): %v", err)
 	}
 	if r.State != webhook.StateReceived || r.Attempts != 0 || r.LastError != "poison" {
 		t.Errorf("retried = %s attempts %d error %q; want received 0 poison", r.State, r.Attempts, r.LastError)
 	}
-	wantTime(t, "NextAttemptAt", r.NextAttemptAt, now)
-	wantTime(t, "UpdatedAt", r.UpdatedAt, now)
-	if rs, _ := s.Due(ctx(t), now, 10); keys(rs) != "k" {
-		t.Errorf("retried event not due: %s", keys(rs))
+	wantNear(t, "UpdatedAt", r.UpdatedAt, lo, hi)
+	wantTime(t, "NextAttemptAt", r.NextAttemptAt, r.UpdatedAt)
+	if rs, _ := s.Due(ctx(t), 10); keysOf(rs) != "k" {
+		t.Errorf("retried event not due: %s", keysOf(rs))
 	}
-	c := claim(t, s, "k", now)
+	c := claim(t, s, "k")
 	if c.Attempts != 1 {
 		t.Errorf("Attempts after Retry and Claim = %d, want 1", c.Attempts)
 	}
-	complete(t, s, c, webhook.Outcome{State: webhook.StateError, NextAttemptAt: now.Add(time.Hour)}, now)
-	if _, err := s.Retry(ctx(t), "k", now); err != nil {
+	complete(t, s, c, webhook.Outcome{State: webhook.StateError, RetryAfter: time.Hour})
+	if _, err := s.Retry(ctx(t), "k"); err != nil {
 		t.Errorf("Retry(error): %v", err)
 	}
-	complete(t, s, claim(t, s, "k", now), webhook.Outcome{State: webhook.StateProcessed}, now)
-	_, err = s.Retry(ctx(t), "k", now)
+	complete(t, s, claim(t, s, "k"), webhook.Outcome{State: webhook.StateProcessed})
+	_, err = s.Retry(ctx(t), "k")
 	wantErr(t, "Retry(processed)", err, webhook.ErrWrongState)
 }
 
 func testDeleteExpired(t *testing.T, s webhook.Store) {
-	for i := range 5 {
-		k := fmt.Sprintf("p%d", i)
-		insert(t, s, k, "sale:"+k, t0)
-		complete(t, s, claim(t, s, k, t0), webhook.Outcome{State: webhook.StateProcessed}, t0.Add(time.Duration(i)*time.Hour))
+	// Unfinished events, however old, are never removed.
+	insert(t, s, "err", "sale:e")
+	complete(t, s, claim(t, s, "err"), webhook.Outcome{State: webhook.StateError, Error: "x"})
+	insert(t, s, "recv", "sale:r")
+	insert(t, s, "proc", "sale:q")
+	claim(t, s, "proc")
+	// Old finished ones, each later than the one before.
+	var last webhook.Record
+	for _, k := range []string{"p0", "p1", "d0", "p2"} {
+		tick()
+		insert(t, s, k, "sale:"+k)
+		st := webhook.StateProcessed
+		if k[0] == 'd' {
+			st = webhook.StateDead
+		}
+		last = complete(t, s, claim(t, s, k), webhook.Outcome{State: st, Error: "x"})
 	}
-	insert(t, s, "dead", "sale:d", t0)
-	complete(t, s, claim(t, s, "dead", t0), webhook.Outcome{State: webhook.StateDead, Error: "x"}, t0)
-	insert(t, s, "err", "sale:e", t0)
-	complete(t, s, claim(t, s, "err", t0), webhook.Outcome{State: webhook.StateError, Error: "x", NextAttemptAt: t0}, t0)
-	insert(t, s, "recv", "sale:r", t0)
-	insert(t, s, "proc", "sale:q", t0)
-	claim(t, s, "proc", t0)
-
-	before := t0.Add(3 * time.Hour) // p0, p1, p2 are older
-	n, err := s.DeleteExpired(ctx(t), before, 2)
+	cutoff := last.UpdatedAt.Add(time.Microsecond)
+	tick()
+	// Recent ones.
+	for _, k := range []string{"p3", "d1"} {
+		insert(t, s, k, "sale:"+k)
+		st := webhook.StateProcessed
+		if k[0] == 'd' {
+			st = webhook.StateDead
+		}
+		complete(t, s, claim(t, s, k), webhook.Outcome{State: st, Error: "x"})
+	}
+	exists := func(k string) bool {
+		_, err := s.Get(ctx(t), k)
+		if err != nil && !errors.Is(err, webhook.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	n, err := s.DeleteExpired(ctx(t), cutoff, 2)
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteExpired(limit 2) = %d, %v; want 2", n, err)
 	}
-	n, err = s.DeleteExpired(ctx(t), before, 100)
-	if err != nil || n != 1 {
-		t.Fatalf("second DeleteExpired = %d, %v; want 1", n, err)
+	if exists("p0") || exists("p1") || !exists("d0") || !exists("p2") {
+		t.Errorf("DeleteExpired(limit 2) did not remove the two oldest (p0, p1) first")
+	}
+	n, err = s.DeleteExpired(ctx(t), cutoff, 100)
+	if err != nil || n != 2 {
+		t.Fatalf("second DeleteExpired = %d, %v; want 2", n, err)
+	}
+	if n, err := s.DeleteExpired(ctx(t), cutoff, 100); err != nil || n != 0 {
+		t.Fatalf("third DeleteExpired = %d, %v; want 0", n, err)
 	}
 	rs, err := s.List(ctx(t), webhook.Filter{Limit: 100})
 	if err != nil {
@@ -535,21 +829,18 @@ func testDeleteExpired(t *testing.T, s webhook.Store) {
 	for _, r := range rs {
 		left[r.Key] = true
 	}
-	for _, k := range []string{"p3", "p4", "dead", "err", "recv", "proc"} {
+	for _, k := range []string{"p3", "d1", "err", "recv", "proc"} {
 		if !left[k] {
 			t.Errorf("%s was removed", k)
 		}
 	}
-	for _, k := range []string{"p0", "p1", "p2"} {
-		if left[k] {
+	for _, k := range []string{"p0", "p1", "p2", "d0"} {
+		if left[k] || exists(k) {
 			t.Errorf("%s was kept", k)
-		}
-		if _, err := s.Get(ctx(t), k); !errors.Is(err, webhook.ErrNotFound) {
-			t.Errorf("Get(%s) after removal: %v, want ErrNotFound", k, err)
 		}
 	}
 	// A key past retention is new again.
-	if _, ins, err := s.Insert(ctx(t), newRec("p0", "sale:p0"), before); err != nil || !ins {
+	if _, ins, err := s.Insert(ctx(t), newRec("p0", "sale:p0")); err != nil || !ins {
 		t.Errorf("Insert of an expired key = %v, %v; want inserted", ins, err)
 	}
 }
@@ -558,26 +849,250 @@ func testPayload(t *testing.T, s webhook.Store) {
 	big := strings.Repeat("x", 200<<10)
 	rec := newRec("k", "sale:ç")
 	rec.Payload = []byte(`{"event":"TRANSACTION_PAID","note":"ação ☃ \u0000 ` + big + `"}`)
-	insert := func() {
-		if _, _, err := s.Insert(ctx(t), rec, t0); err != nil {
-			t.Fatal(err)
-		}
+	if _, _, err := s.Insert(ctx(t), rec); err != nil {
+		t.Fatal(err)
 	}
-	insert()
 	if g := mustGet(t, s, "k"); !bytes.Equal(g.Payload, rec.Payload) || g.Entity != "sale:ç" {
 		t.Errorf("payload or entity not kept byte for byte (len %d vs %d)", len(g.Payload), len(rec.Payload))
+	}
+	// A sealed payload is binary, starting with a NUL.
+	bin := newRec("bin", "sale:b")
+	bin.Payload = []byte("\x00PW1\x02k1\xff\xfe\x00\x01 binary \x80")
+	if _, _, err := s.Insert(ctx(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	if g := mustGet(t, s, "bin"); !bytes.Equal(g.Payload, bin.Payload) {
+		t.Errorf("binary payload not kept byte for byte: %q, want %q", g.Payload, bin.Payload)
 	}
 }
 
 func testCancelled(t *testing.T, s webhook.Store) {
 	c, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err := s.Insert(c, newRec("k", "sale:1"), t0)
+	_, _, err := s.Insert(c, newRec("k", "sale:1"))
 	wantErr(t, "Insert with a cancelled context", err, webhook.ErrUnavailable)
 	_, err = s.Get(c, "k")
 	wantErr(t, "Get with a cancelled context", err, webhook.ErrUnavailable)
-	_, err = s.Claim(c, "k", "o", t0, ttl)
+	_, err = s.Claim(c, "k", "o", longTTL)
 	wantErr(t, "Claim with a cancelled context", err, webhook.ErrUnavailable)
-	_, err = s.Due(c, t0, 10)
+	_, err = s.Due(c, 10)
 	wantErr(t, "Due with a cancelled context", err, webhook.ErrUnavailable)
+	_, err = s.List(c, webhook.Filter{})
+	wantErr(t, "List with a cancelled context", err, webhook.ErrUnavailable)
+}
+
+// offsetClock is a process clock off by d; its waits are real.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time                         { return time.Now().Add(c.d) }
+func (c offsetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// spyStore counts Due calls and can go down (every call fails) as the store
+// of a process that crashed or was cut off.
+type spyStore struct {
+	webhook.Store
+	down atomic.Bool
+	dues atomic.Int64
+}
+
+var errDown = fmt.Errorf("%w: inboxtest: this process is cut off", webhook.ErrUnavailable)
+
+func (s *spyStore) Insert(ctx context.Context, rec webhook.Record) (webhook.Record, bool, error) {
+	if s.down.Load() {
+		return webhook.Record{}, false, errDown
+	}
+	return s.Store.Insert(ctx, rec)
+}
+
+func (s *spyStore) Claim(ctx context.Context, key, owner string, ttl time.Duration) (webhook.Record, error) {
+	if s.down.Load() {
+		return webhook.Record{}, errDown
+	}
+	return s.Store.Claim(ctx, key, owner, ttl)
+}
+
+func (s *spyStore) Renew(ctx context.Context, key string, token int64, ttl time.Duration) (webhook.Record, error) {
+	if s.down.Load() {
+		return webhook.Record{}, errDown
+	}
+	return s.Store.Renew(ctx, key, token, ttl)
+}
+
+func (s *spyStore) Complete(ctx context.Context, key string, token int64, out webhook.Outcome) (webhook.Record, error) {
+	if s.down.Load() {
+		return webhook.Record{}, errDown
+	}
+	return s.Store.Complete(ctx, key, token, out)
+}
+
+func (s *spyStore) Due(ctx context.Context, limit int) ([]webhook.Record, error) {
+	if s.down.Load() {
+		return nil, errDown
+	}
+	defer s.dues.Add(1)
+	return s.Store.Due(ctx, limit)
+}
+
+func (s *spyStore) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	if s.down.Load() {
+		return 0, errDown
+	}
+	return s.Store.DeleteExpired(ctx, before, limit)
+}
+
+// deliver posts body to in as PagPolar would, and wants 200.
+func deliver(t *testing.T, in *webhook.Inbox, body string) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/webhooks/pagpolar", strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+inboxToken)
+	w := httptest.NewRecorder()
+	in.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("delivery: %d %s", w.Code, w.Body.String())
+	}
+}
+
+const inboxToken = "whk_inboxtest"
+
+// startInbox starts an Inbox on s whose clock is off by offset.
+func startInbox(t *testing.T, s webhook.Store, owner string, offset time.Duration, edit func(*webhook.Config)) *webhook.Inbox {
+	t.Helper()
+	cfg := webhook.Config{
+		Store: s, Tokens: []string{inboxToken}, PlaintextPayloads: true,
+		Default:      func(context.Context, *webhook.Event) error { return nil },
+		PollInterval: 20 * time.Millisecond, Owner: owner, Clock: offsetClock{offset},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	edit(&cfg)
+	in, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		if err := in.Shutdown(c); err != nil {
+			t.Errorf("Shutdown %s: %v", owner, err)
+		}
+	})
+	return in
+}
+
+func waitChan[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitBound):
+		t.Fatalf("timed out after %v waiting for %s", waitBound, what)
+	}
+	var zero T
+	return zero
+}
+
+// A process whose clock is behind holds a lease (and renews it); a process
+// whose clock is far ahead scans the store again and again. Judged by the
+// ahead clock the lease expired long ago; by the store's it is live, so the
+// event is never claimed or run a second time.
+func testSkewAheadNoSteal(t *testing.T, s webhook.Store) {
+	const key = "TRANSACTION_PAID:skew1"
+	entered, release := make(chan struct{}), make(chan struct{})
+	holderDone := make(chan webhook.Record, 1)
+	behind := startInbox(t, s, "behind", -skew, func(c *webhook.Config) {
+		c.LeaseTTL = 3 * time.Second
+		c.Default = func(ctx context.Context, ev *webhook.Event) error {
+			close(entered)
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		c.OnOutcome = func(r webhook.Record) { holderDone <- r }
+	})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // runs before the Shutdown startInbox registered
+	deliver(t, behind, `{"id":"evt_1","event":"TRANSACTION_PAID","data":{"transaction":{"id":"skew1"}}}`)
+	waitChan(t, "the event to run on the process whose clock is behind", entered)
+	var stolen atomic.Int64
+	spy := &spyStore{Store: s}
+	startInbox(t, spy, "ahead", skew, func(c *webhook.Config) {
+		c.Default = func(context.Context, *webhook.Event) error { stolen.Add(1); return nil }
+	})
+	deadline := time.Now().Add(waitBound)
+	for spy.dues.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the process whose clock is ahead scanned %d times in %v", spy.dues.Load(), waitBound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Fatalf("a process whose clock is %v ahead ran an event leased by one %v behind (%d runs)", skew, skew, n)
+	}
+	if r := mustGet(t, s, key); r.LeaseOwner != "behind" || r.LeaseToken != 1 || r.Attempts != 1 {
+		t.Fatalf("after 5 scans by the ahead process: owner %q token %d attempts %d; want behind 1 1", r.LeaseOwner, r.LeaseToken, r.Attempts)
+	}
+	releaseOnce()
+	if r := waitChan(t, "the holder's outcome", holderDone); r.State != webhook.StateProcessed || r.Attempts != 1 {
+		t.Errorf("holder's outcome %s attempts %d, want processed 1", r.State, r.Attempts)
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Errorf("the event ran %d more times", n)
+	}
+}
+
+// A process whose clock is far ahead claims an event and is cut off (a
+// crash): its lease must expire after its TTL by the store's clock, so a
+// process whose clock is behind takes the event over in about a TTL, not
+// in the twenty minutes the two clocks are apart.
+func testSkewLeaseExpires(t *testing.T, s webhook.Store) {
+	const key = "TRANSACTION_PAID:skew2"
+	const ttl = 600 * time.Millisecond
+	entered, release := make(chan struct{}), make(chan struct{})
+	cut := &spyStore{Store: s}
+	ahead := startInbox(t, cut, "ahead", skew, func(c *webhook.Config) {
+		c.LeaseTTL = ttl
+		c.HandlerTimeout = -1
+		c.Default = func(ctx context.Context, ev *webhook.Event) error {
+			if ev.Attempt == 1 {
+				close(entered)
+				<-release // the crashed process: never completes
+			}
+			return errors.New("the crashed run")
+		}
+	})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // runs before the Shutdown startInbox registered
+	deliver(t, ahead, `{"id":"evt_2","event":"TRANSACTION_PAID","data":{"transaction":{"id":"skew2"}}}`)
+	waitChan(t, "the event to run on the process whose clock is ahead", entered)
+	cut.down.Store(true) // from now on it neither renews nor completes
+	claimedAt := time.Now()
+	taken := make(chan webhook.Record, 4)
+	startInbox(t, s, "behind", -skew, func(c *webhook.Config) {
+		c.LeaseTTL = longTTL
+		c.Default = func(context.Context, *webhook.Event) error { return nil }
+		c.OnOutcome = func(r webhook.Record) { taken <- r }
+	})
+	r := waitChan(t, "the process whose clock is behind to take the event over", taken)
+	if r.Key != key || r.State != webhook.StateProcessed || r.Attempts != 2 || r.LeaseToken != 2 {
+		t.Errorf("taken over: %s %s attempts %d token %d; want %s processed 2 2", r.Key, r.State, r.Attempts, r.LeaseToken, key)
+	}
+	if d := time.Since(claimedAt); d > skew/2 {
+		t.Errorf("taken over after %v: the lease lasted by the claimer's clock", d)
+	}
+	// The crashed process comes back: its outcome is fenced off.
+	cut.down.Store(false)
+	releaseOnce()
+	c, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if err := ahead.Shutdown(c); err != nil {
+		t.Fatalf("Shutdown of the process that came back: %v", err)
+	}
+	if g := mustGet(t, s, key); g.State != webhook.StateProcessed || g.LeaseToken != 2 || g.Attempts != 2 {
+		t.Errorf("after the crashed process returned: %s token %d attempts %d; want processed 2 2", g.State, g.LeaseToken, g.Attempts)
+	}
 }

@@ -27,7 +27,7 @@ func TestResentScriptAppliesOnce(t *testing.T) {
 	c := redis.NewClient(o)
 	defer c.Close()
 	prefix := "pagpolar-test:webhook:replay:" + nonce()
-	s, err := New(c, WithPrefix(prefix))
+	s, err := New(c, WithPrefix(prefix), AllowVolatile()) // the shared Redis keeps nothing on disk
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,6 @@ func TestResentScriptAppliesOnce(t *testing.T) {
 			c.Del(ctx, keys...)
 		}
 	}()
-	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	twice := func(name string, sc *redis.Script, args ...any) (string, webhook.Record) {
 		t.Helper()
 		n := nonce()
@@ -56,19 +55,28 @@ func TestResentScriptAppliesOnce(t *testing.T) {
 		}
 		return c1, r1
 	}
-	if code, r := twice("insert", insertScript, us(now), "TRANSACTION_PAID", "sale:1", "env", []byte("{}")); code != "inserted" || r.Deliveries != 1 {
+	if code, r := twice("insert", insertScript, "TRANSACTION_PAID", "sale:1", "env", []byte("{}")); code != "inserted" || r.Deliveries != 1 {
 		t.Fatalf("insert = %s deliveries %d", code, r.Deliveries)
 	}
-	if code, r := twice("insert", insertScript, us(now), "TRANSACTION_PAID", "sale:1", "env", []byte("{}")); code != "exists" || r.Deliveries != 2 {
+	if code, r := twice("insert", insertScript, "TRANSACTION_PAID", "sale:1", "env", []byte("{}")); code != "exists" || r.Deliveries != 2 {
 		t.Fatalf("duplicate insert = %s deliveries %d", code, r.Deliveries)
 	}
-	_, r := twice("claim", claimScript, us(now), "me", us(now.Add(time.Minute)))
+	_, r := twice("claim", claimScript, "me", usDur(time.Minute))
 	if r.LeaseToken != 1 || r.Attempts != 1 {
 		t.Fatalf("claim = token %d attempts %d, want 1 1", r.LeaseToken, r.Attempts)
 	}
 	tok := strconv.FormatInt(r.LeaseToken, 10)
-	twice("renew", renewScript, us(now), tok, us(now.Add(2*time.Minute)))
-	if code, r := twice("complete", completeScript, us(now), tok, "processed", "", "0"); code != "ok" || r.State != webhook.StateProcessed {
+	twice("renew", renewScript, tok, usDur(2*time.Minute))
+	// A hand-back that gives its attempt back gives it back once.
+	if code, r := twice("complete", completeScript, tok, "received", "shutdown", "0", "1"); code != "ok" || r.State != webhook.StateReceived || r.Attempts != 0 {
+		t.Fatalf("hand-back = %s %s attempts %d, want ok received 0", code, r.State, r.Attempts)
+	}
+	_, r = twice("claim", claimScript, "me", usDur(time.Minute))
+	if r.LeaseToken != 2 || r.Attempts != 1 {
+		t.Fatalf("claim after the hand-back = token %d attempts %d, want 2 1", r.LeaseToken, r.Attempts)
+	}
+	tok = strconv.FormatInt(r.LeaseToken, 10)
+	if code, r := twice("complete", completeScript, tok, "processed", "", "0", "0"); code != "ok" || r.State != webhook.StateProcessed {
 		t.Fatalf("complete = %s %s", code, r.State)
 	}
 }

@@ -15,17 +15,31 @@
 //	{<prefix>}:ix:<state>         events in that state, scored by UpdatedAt (µs)
 //
 // The price of one hash tag is that a Store's whole inbox lives on one
-// Cluster slot; webhook volumes are small enough for that. Times come from
-// the Inbox's clock, like every webhook.Store.
+// Cluster slot; webhook volumes are small enough for that.
+//
+// Time is Redis's (as webhook.Store requires): each script reads TIME and
+// compares and sets leases, due times and timestamps with it, so processes
+// whose clocks disagree still agree on leases. DeleteExpired's cut-off is
+// the caller's.
+//
+// List and Due are each one read-only script, so they see the records as
+// they stood at one instant: an event changing state meanwhile is listed
+// once. Redis runs nothing else while a script runs, so List (which returns
+// whole records, bodies included) is for pages of hundreds, not for
+// dumping an inbox; Due leaves the bodies out.
 //
 // # Durability
 //
 // An event must be on disk before the delivery is answered 200, or a Redis
-// restart loses it while PagPolar believes it was delivered. Redis does not
-// give that by default: run it with appendonly yes (appendfsync always for
-// "no acknowledged event is ever lost"; everysec risks about one second of
-// them on a power loss). New logs a warning when Redis says it keeps nothing
-// on disk. Replication is asynchronous: a failover can lose the last
+// restart loses it while PagPolar believes it was delivered (and will not
+// send it again). Redis does not give that by default: run it with
+// appendonly yes (appendfsync always for "no acknowledged event is ever
+// lost"; everysec risks about one second of them on a power loss). New
+// therefore refuses, with an error wrapping ErrVolatile, a Redis that
+// reports appendonly no, or one whose setting it cannot read (CONFIG GET
+// and INFO persistence both refused), on every master of a Cluster; pass
+// AllowVolatile() to opt out by name, e.g. for a development Redis that
+// keeps nothing. Replication is asynchronous: a failover can lose the last
 // acknowledged writes.
 //
 // Network failures, timeouts and a cancelled context return errors wrapping
@@ -78,6 +92,8 @@ type Store struct {
 	client redis.UniversalClient
 	prefix string
 	log    *slog.Logger
+
+	allowVolatile bool
 }
 
 var _ webhook.Store = (*Store)(nil)
@@ -95,7 +111,8 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
 // New returns a Store on client. It pings Redis (failing with an error
 // wrapping webhook.ErrUnavailable if it cannot be reached within 10 s) and
-// logs a warning if Redis reports that it keeps nothing on disk.
+// refuses a Redis without an append-only file unless AllowVolatile() is
+// given (see Durability in the package doc).
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisinbox: client: nil")
@@ -112,7 +129,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, unavailable("ping", "", err)
 	}
-	s.checkPersistence(ctx)
+	if err := s.checkDurable(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -139,18 +158,6 @@ func NewFromURL(url string, opts ...Option) (*Store, error) {
 // Close closes the client. Call it only on a Store from NewFromURL, or when
 // the Store is the client's last user.
 func (s *Store) Close() error { return s.client.Close() }
-
-func (s *Store) checkPersistence(ctx context.Context) {
-	m, err := s.client.ConfigGet(ctx, "appendonly").Result()
-	if err != nil {
-		// Managed services block CONFIG: the setting is unknown, not wrong.
-		s.log.DebugContext(ctx, "redisinbox: cannot read Redis persistence settings", slog.Any("error", err))
-		return
-	}
-	if m["appendonly"] != "yes" {
-		s.log.WarnContext(ctx, "redisinbox: Redis runs without appendonly: a restart can lose events already answered 200")
-	}
-}
 
 func (s *Store) key(parts ...string) string {
 	return "{" + s.prefix + "}:" + strings.Join(parts, ":")
@@ -184,13 +191,6 @@ func nonce() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b) // never fails on supported platforms
 	return hex.EncodeToString(b)
-}
-
-func us(t time.Time) string {
-	if t.IsZero() {
-		return "0"
-	}
-	return strconv.FormatInt(t.UnixMicro(), 10)
 }
 
 func fromUS(s string) (time.Time, error) {
@@ -266,14 +266,14 @@ func parseMap(k string, m map[string]string) (webhook.Record, error) {
 }
 
 // Insert implements webhook.Store.
-func (s *Store) Insert(ctx context.Context, rec webhook.Record, now time.Time) (webhook.Record, bool, error) {
+func (s *Store) Insert(ctx context.Context, rec webhook.Record) (webhook.Record, bool, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, false, err
 	}
 	if rec.Key == "" {
 		return webhook.Record{}, false, errors.New("redisinbox: Insert: key: empty")
 	}
-	code, got, err := s.run(ctx, "insert", insertScript, rec.Key, us(now), rec.Event, rec.Entity, rec.EnvelopeID, rec.Payload)
+	code, got, err := s.run(ctx, "insert", insertScript, rec.Key, rec.Event, rec.Entity, rec.EnvelopeID, rec.Payload)
 	if err != nil {
 		return webhook.Record{}, false, err
 	}
@@ -317,106 +317,95 @@ func codeErr(code, k string, r webhook.Record) error {
 	return fmt.Errorf("redisinbox: %s: unexpected script result %q", k, code)
 }
 
-// Claim implements webhook.Store.
-func (s *Store) Claim(ctx context.Context, k, owner string, now time.Time, ttl time.Duration) (webhook.Record, error) {
+func usDur(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+
+// Claim implements webhook.Store, by Redis's clock.
+func (s *Store) Claim(ctx context.Context, k, owner string, ttl time.Duration) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	code, r, err := s.run(ctx, "claim", claimScript, k, us(now), owner, us(now.Add(ttl)))
+	code, r, err := s.run(ctx, "claim", claimScript, k, owner, usDur(ttl))
 	if err != nil {
 		return webhook.Record{}, err
 	}
 	return r, codeErr(code, k, r)
 }
 
-// Renew implements webhook.Store.
-func (s *Store) Renew(ctx context.Context, k string, token int64, now time.Time, ttl time.Duration) (webhook.Record, error) {
+// Renew implements webhook.Store, by Redis's clock.
+func (s *Store) Renew(ctx context.Context, k string, token int64, ttl time.Duration) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	code, r, err := s.run(ctx, "renew", renewScript, k, us(now), strconv.FormatInt(token, 10), us(now.Add(ttl)))
+	code, r, err := s.run(ctx, "renew", renewScript, k, strconv.FormatInt(token, 10), usDur(ttl))
 	if err != nil {
 		return webhook.Record{}, err
 	}
 	return r, codeErr(code, k, r)
 }
 
-// Complete implements webhook.Store.
-func (s *Store) Complete(ctx context.Context, k string, token int64, out webhook.Outcome, now time.Time) (webhook.Record, error) {
+// Complete implements webhook.Store, by Redis's clock.
+func (s *Store) Complete(ctx context.Context, k string, token int64, out webhook.Outcome) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	if !webhook.ValidOutcome(out.State) {
-		return webhook.Record{}, fmt.Errorf("redisinbox: Complete %s: outcome state %q: not processed, error, dead or received", k, out.State)
+	if err := out.Check(); err != nil {
+		return webhook.Record{}, fmt.Errorf("redisinbox: Complete %s: %w", k, err)
 	}
-	code, r, err := s.run(ctx, "complete", completeScript, k, us(now), strconv.FormatInt(token, 10),
-		string(out.State), out.Error, us(out.NextAttemptAt))
+	notAttempted := "0"
+	if out.NotAttempted {
+		notAttempted = "1"
+	}
+	code, r, err := s.run(ctx, "complete", completeScript, k, strconv.FormatInt(token, 10),
+		string(out.State), out.Error, usDur(out.RetryAfter), notAttempted)
 	if err != nil {
 		return webhook.Record{}, err
 	}
 	return r, codeErr(code, k, r)
 }
 
-// Retry implements webhook.Store.
-func (s *Store) Retry(ctx context.Context, k string, now time.Time) (webhook.Record, error) {
+// Retry implements webhook.Store, by Redis's clock.
+func (s *Store) Retry(ctx context.Context, k string) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	code, r, err := s.run(ctx, "retry", retryScript, k, us(now))
+	code, r, err := s.run(ctx, "retry", retryScript, k)
 	if err != nil {
 		return webhook.Record{}, err
 	}
 	return r, codeErr(code, k, r)
 }
 
-// fetch reads the records of keys, in order, skipping those gone meanwhile.
-func (s *Store) fetch(ctx context.Context, op string, keys []string) ([]webhook.Record, error) {
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	cmds := make([]*redis.MapStringStringCmd, len(keys))
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.HGetAll(ctx, s.recKey(k))
-		}
-		return nil
-	})
+// read runs a read script returning {key, fields, key, fields, ...}.
+func (s *Store) read(ctx context.Context, op string, sc *redis.Script, keys []string, args ...any) ([]webhook.Record, error) {
+	v, err := sc.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return nil, unavailable(op, "", err)
 	}
-	out := make([]webhook.Record, 0, len(keys))
-	for i, c := range cmds {
-		m := c.Val()
-		if len(m) == 0 {
-			continue // removed between the index read and this one
-		}
-		r, err := parseMap(keys[i], m)
+	out := make([]webhook.Record, 0, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		k, _ := v[i].(string)
+		flat, _ := v[i+1].([]any)
+		r, err := parseFlat(k, flat)
 		if err != nil {
-			return nil, fmt.Errorf("redisinbox %s %s: %w", op, keys[i], err)
+			return nil, fmt.Errorf("redisinbox %s %s: %w", op, k, err)
 		}
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// Due implements webhook.Store.
-func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]webhook.Record, error) {
+// Due implements webhook.Store, by Redis's clock.
+func (s *Store) Due(ctx context.Context, limit int) ([]webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
 		limit = webhook.DefaultListLimit
 	}
-	keys, err := s.client.ZRangeByScore(ctx, s.key("due"), &redis.ZRangeBy{
-		Min: "-inf", Max: us(now), Count: int64(limit),
-	}).Result()
-	if err != nil {
-		return nil, unavailable("due", "", err)
-	}
-	return s.fetch(ctx, "due", keys)
+	return s.read(ctx, "due", dueScript, []string{s.key("due")}, s.recKey(""), limit)
 }
 
-// List implements webhook.Store.
+// List implements webhook.Store: one script, so a snapshot.
 func (s *Store) List(ctx context.Context, f webhook.Filter) ([]webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
@@ -431,15 +420,46 @@ func (s *Store) List(ctx context.Context, f webhook.Filter) ([]webhook.Record, e
 	}
 	max := "+inf"
 	if !f.UpdatedBefore.IsZero() {
-		max = "(" + us(f.UpdatedBefore)
+		max = "(" + strconv.FormatInt(beforeUS(f.UpdatedBefore), 10)
 	}
-	var cands []redis.Z
+	var keys []string
+	seen := map[webhook.State]bool{}
 	for _, st := range states {
+		if !seen[st] {
+			seen[st] = true
+			keys = append(keys, s.key("ix", string(st)))
+		}
+	}
+	return s.read(ctx, "list", listScript, keys, s.recKey(""), max, limit)
+}
+
+// beforeUS converts an exclusive upper bound to microseconds so that
+// "score < result" keeps "UpdatedAt < t" for a t between two microseconds.
+func beforeUS(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.After(time.UnixMicro(us)) {
+		us++
+	}
+	return us
+}
+
+// DeleteExpired implements webhook.Store: the oldest processed and dead
+// records, one small script each.
+func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	bound := "(" + strconv.FormatInt(beforeUS(before), 10)
+	var cands []redis.Z
+	for _, st := range []webhook.State{webhook.StateProcessed, webhook.StateDead} {
 		zs, err := s.client.ZRangeByScoreWithScores(ctx, s.key("ix", string(st)), &redis.ZRangeBy{
-			Min: "-inf", Max: max, Count: int64(limit),
+			Min: "-inf", Max: bound, Count: int64(limit),
 		}).Result()
 		if err != nil {
-			return nil, unavailable("list", "", err)
+			return 0, unavailable("delete expired", "", err)
 		}
 		cands = append(cands, zs...)
 	}
@@ -449,33 +469,13 @@ func (s *Store) List(ctx context.Context, f webhook.Filter) ([]webhook.Record, e
 		}
 		return cands[i].Member.(string) < cands[j].Member.(string)
 	})
-	if len(cands) > limit {
-		cands = cands[:limit]
-	}
-	keys := make([]string, len(cands))
-	for i, c := range cands {
-		keys[i] = c.Member.(string)
-	}
-	return s.fetch(ctx, "list", keys)
-}
-
-// DeleteExpired implements webhook.Store.
-func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := checkCtx(ctx); err != nil {
-		return 0, err
-	}
-	if limit <= 0 {
-		return 0, nil
-	}
-	keys, err := s.client.ZRangeByScore(ctx, s.key("ix", string(webhook.StateProcessed)), &redis.ZRangeBy{
-		Min: "-inf", Max: "(" + us(before), Count: int64(limit),
-	}).Result()
-	if err != nil {
-		return 0, unavailable("delete expired", "", err)
-	}
 	n := 0
-	for _, k := range keys {
-		code, _, err := s.run(ctx, "delete expired", expireScript, k, "0", us(before))
+	for _, c := range cands {
+		if n >= limit {
+			break
+		}
+		k := c.Member.(string)
+		code, _, err := s.run(ctx, "delete expired", expireScript, k, strconv.FormatInt(beforeUS(before), 10))
 		if err != nil {
 			return n, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -32,7 +34,8 @@ func newRedis(t testing.TB) *redisinbox.Store {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	prefix := "pagpolar-test:webhook:" + hex.EncodeToString(b)
-	s, err := redisinbox.New(c, redisinbox.WithPrefix(prefix))
+	// The shared test Redis keeps nothing on disk: opted out by name.
+	s, err := redisinbox.New(c, redisinbox.WithPrefix(prefix), redisinbox.AllowVolatile(), redisinbox.WithLogger(quietLogger()))
 	if err != nil {
 		_ = c.Close()
 		t.Fatalf("Redis at PAGPOLAR_TEST_REDIS_URL: %v", err)
@@ -58,3 +61,5 @@ func TestRedisConformance(t *testing.T) {
 	}
 	inboxtest.Run(t, func(t *testing.T) webhook.Store { return newRedis(t) })
 }
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

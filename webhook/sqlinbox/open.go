@@ -68,7 +68,9 @@ func OpenSQLite(path string, opts ...Option) (*Store, error) {
 
 // OpenPostgres opens a PostgreSQL database through pgx (a postgres:// URL or
 // key=value pairs, as pgx reads them) and returns a Store that owns it; Close
-// closes it. Run Migrate before use.
+// closes it. Run Migrate before use. It connects at once to read
+// synchronous_commit (within 10 s), and refuses "off" unless
+// AllowAsyncCommit() is given (see the package doc).
 func OpenPostgres(dsn string, opts ...Option) (*Store, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -84,6 +86,10 @@ func OpenPostgres(dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlinbox: PostgreSQL DSN: %w", err)
 	}
 	s := newStore(c, db, db)
+	if err := s.checkDurable(c); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	s.owned = []*sql.DB{db}
 	return s, nil
 }

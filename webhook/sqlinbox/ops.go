@@ -17,7 +17,7 @@ const casRetries = 5
 
 // Insert implements webhook.Store: one upsert, so concurrent deliveries of
 // one key insert once and count the others.
-func (s *Store) Insert(ctx context.Context, rec webhook.Record, now time.Time) (webhook.Record, bool, error) {
+func (s *Store) Insert(ctx context.Context, rec webhook.Record) (webhook.Record, bool, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, false, err
 	}
@@ -28,7 +28,7 @@ func (s *Store) Insert(ctx context.Context, rec webhook.Record, now time.Time) (
 	if payload == nil {
 		payload = []byte{}
 	}
-	got, err := scan(s.wdb.QueryRowContext(ctx, s.q.insert, rec.Key, rec.Event, rec.Entity, rec.EnvelopeID, payload, micros(now)))
+	got, err := scan(s.wdb.QueryRowContext(ctx, s.q.insert, rec.Key, rec.Event, rec.Entity, rec.EnvelopeID, payload))
 	if err != nil {
 		return webhook.Record{}, false, unavailable("insert", rec.Key, err)
 	}
@@ -44,6 +44,18 @@ func (s *Store) Get(ctx context.Context, key string) (webhook.Record, error) {
 	return s.get(ctx, s.rdb, key)
 }
 
+// getNow reads the row and the database's clock on the writer's connection.
+func (s *Store) getNow(ctx context.Context, key string) (webhook.Record, time.Time, error) {
+	r, now, err := scanNow(s.wdb.QueryRowContext(ctx, s.q.getNow, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return webhook.Record{}, time.Time{}, fmt.Errorf("%w: %s", webhook.ErrNotFound, key)
+	}
+	if err != nil {
+		return webhook.Record{}, time.Time{}, unavailable("get", key, err)
+	}
+	return r, now, nil
+}
+
 func (s *Store) get(ctx context.Context, db *sql.DB, key string) (webhook.Record, error) {
 	r, err := scan(db.QueryRowContext(ctx, s.q.get, key))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -55,12 +67,12 @@ func (s *Store) get(ctx context.Context, db *sql.DB, key string) (webhook.Record
 	return r, nil
 }
 
-// Claim implements webhook.Store.
-func (s *Store) Claim(ctx context.Context, key, owner string, now time.Time, ttl time.Duration) (webhook.Record, error) {
+// Claim implements webhook.Store, by the database's clock.
+func (s *Store) Claim(ctx context.Context, key, owner string, ttl time.Duration) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	args := []any{key, owner, micros(now), micros(now.Add(ttl))}
+	args := []any{key, owner, ttl.Microseconds()}
 	for range casRetries {
 		var got webhook.Record
 		var err error
@@ -75,9 +87,10 @@ func (s *Store) Claim(ctx context.Context, key, owner string, now time.Time, ttl
 		if !errors.Is(err, sql.ErrNoRows) {
 			return webhook.Record{}, unavailable("claim", key, err)
 		}
-		// Refused: say why, from a fresh read of the row (the writer's own
-		// connection for SQLite, so the read cannot lag behind the write).
-		cur, err := s.get(ctx, s.wdb, key)
+		// Refused: say why, from a fresh read of the row and the database's
+		// clock (the writer's own connection for SQLite, so the read cannot
+		// lag behind the write).
+		cur, now, err := s.getNow(ctx, key)
 		if err != nil {
 			return webhook.Record{}, err
 		}
@@ -124,12 +137,12 @@ func (s *Store) pgClaim(ctx context.Context, key string, args []any) (rec webhoo
 	return rec, tx.Commit()
 }
 
-// Renew implements webhook.Store.
-func (s *Store) Renew(ctx context.Context, key string, token int64, now time.Time, ttl time.Duration) (webhook.Record, error) {
+// Renew implements webhook.Store, by the database's clock.
+func (s *Store) Renew(ctx context.Context, key string, token int64, ttl time.Duration) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	got, err := scan(s.wdb.QueryRowContext(ctx, s.q.renew, key, token, micros(now), micros(now.Add(ttl))))
+	got, err := scan(s.wdb.QueryRowContext(ctx, s.q.renew, key, token, ttl.Microseconds()))
 	if err == nil {
 		return got, nil
 	}
@@ -143,16 +156,20 @@ func (s *Store) Renew(ctx context.Context, key string, token int64, now time.Tim
 	return cur, fmt.Errorf("%w: %s", webhook.ErrLeaseLost, key)
 }
 
-// Complete implements webhook.Store.
-func (s *Store) Complete(ctx context.Context, key string, token int64, out webhook.Outcome, now time.Time) (webhook.Record, error) {
+// Complete implements webhook.Store, by the database's clock.
+func (s *Store) Complete(ctx context.Context, key string, token int64, out webhook.Outcome) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	if !webhook.ValidOutcome(out.State) {
-		return webhook.Record{}, fmt.Errorf("sqlinbox: Complete %s: outcome state %q: not processed, error, dead or received", key, out.State)
+	if err := out.Check(); err != nil {
+		return webhook.Record{}, fmt.Errorf("sqlinbox: Complete %s: %w", key, err)
+	}
+	notAttempted := int64(0)
+	if out.NotAttempted {
+		notAttempted = 1
 	}
 	got, err := scan(s.wdb.QueryRowContext(ctx, s.q.complete, key, token, string(out.State), out.Error,
-		micros(out.NextAttemptAt), micros(now)))
+		out.RetryAfter.Microseconds(), notAttempted))
 	if err == nil {
 		return got, nil
 	}
@@ -166,15 +183,15 @@ func (s *Store) Complete(ctx context.Context, key string, token int64, out webho
 	return cur, fmt.Errorf("%w: %s", webhook.ErrLeaseLost, key)
 }
 
-// Due implements webhook.Store.
-func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]webhook.Record, error) {
+// Due implements webhook.Store, by the database's clock.
+func (s *Store) Due(ctx context.Context, limit int) ([]webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
 		limit = webhook.DefaultListLimit
 	}
-	rows, err := s.rdb.QueryContext(ctx, s.q.due, micros(now), limit)
+	rows, err := s.rdb.QueryContext(ctx, s.q.due, limit)
 	if err != nil {
 		return nil, unavailable("due", "", err)
 	}
@@ -185,7 +202,7 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]webhook.Re
 	return out, nil
 }
 
-// List implements webhook.Store.
+// List implements webhook.Store: one SELECT, so a snapshot.
 func (s *Store) List(ctx context.Context, f webhook.Filter) ([]webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
@@ -203,7 +220,7 @@ func (s *Store) List(ctx context.Context, f webhook.Filter) ([]webhook.Record, e
 		}
 	}
 	if !f.UpdatedBefore.IsZero() {
-		args = append(args, micros(f.UpdatedBefore))
+		args = append(args, beforeMicros(f.UpdatedBefore))
 		where = append(where, fmt.Sprintf("updated_at < $%d", len(args)))
 	}
 	q := "SELECT " + columns + " FROM " + s.table
@@ -223,12 +240,12 @@ func (s *Store) List(ctx context.Context, f webhook.Filter) ([]webhook.Record, e
 	return out, nil
 }
 
-// Retry implements webhook.Store.
-func (s *Store) Retry(ctx context.Context, key string, now time.Time) (webhook.Record, error) {
+// Retry implements webhook.Store, by the database's clock.
+func (s *Store) Retry(ctx context.Context, key string) (webhook.Record, error) {
 	if err := checkCtx(ctx); err != nil {
 		return webhook.Record{}, err
 	}
-	got, err := scan(s.wdb.QueryRowContext(ctx, s.q.retry, key, micros(now)))
+	got, err := scan(s.wdb.QueryRowContext(ctx, s.q.retry, key))
 	if err == nil {
 		return got, nil
 	}
@@ -250,7 +267,7 @@ func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) 
 	if limit <= 0 {
 		return 0, nil
 	}
-	res, err := s.wdb.ExecContext(ctx, s.q.deleteExpired, micros(before), limit)
+	res, err := s.wdb.ExecContext(ctx, s.q.deleteExpired, beforeMicros(before), limit)
 	if err != nil {
 		return 0, unavailable("delete expired", "", err)
 	}

@@ -45,9 +45,8 @@ func TestPostgresEntityExclusionUnderRepeatableRead(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
 	for _, k := range []string{"A", "B"} {
-		if _, _, err := s.Insert(ctx, webhook.Record{Key: k, Event: "TRANSACTION_" + k, Entity: "sale:E", Payload: []byte(`{}`), NextAttemptAt: now}, now); err != nil {
+		if _, _, err := s.Insert(ctx, webhook.Record{Key: k, Event: "TRANSACTION_" + k, Entity: "sale:E", Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,7 +67,7 @@ func TestPostgresEntityExclusionUnderRepeatableRead(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, k := range []string{"A", "B"} {
 		go func() {
-			_, err := s.Claim(ctx, k, "owner-"+k, time.Now(), time.Minute)
+			_, err := s.Claim(ctx, k, "owner-"+k, time.Minute)
 			errs <- err
 		}()
 	}

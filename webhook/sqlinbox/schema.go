@@ -48,9 +48,21 @@ func isPGDuplicate(err error) bool {
 }
 
 type queries struct {
-	insert, get, claim, entityBusy, renew, complete, due, retry, deleteExpired string
-	lockEntity                                                                 string // PostgreSQL only
-	orderKey                                                                   string
+	insert, get, getNow, claim, entityBusy, renew, complete, due, retry, deleteExpired string
+	lockEntity                                                                         string // PostgreSQL only
+	orderKey                                                                           string
+}
+
+// nowMicros is the database's clock in microseconds since the Unix epoch:
+// PostgreSQL's clock_timestamp() (the time the statement reads it, so a
+// claim that waited for a lock compares leases with the time after the
+// wait), SQLite's unixepoch('subsec') (milliseconds; SQLite gives one value
+// for 'now' throughout a statement).
+func nowMicros(d Dialect) string {
+	if d == SQLite {
+		return "(CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER) * 1000)"
+	}
+	return "floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 }
 
 func buildQueries(d Dialect, t string) queries {
@@ -60,40 +72,54 @@ func buildQueries(d Dialect, t string) queries {
 		orderKey = `dedupe_key COLLATE "C"`
 	}
 	q := queries{orderKey: orderKey}
-	q.insert = fmt.Sprintf(`INSERT INTO %[1]s AS t (dedupe_key, event, entity, envelope_id, payload, state, attempts,
+	// Every write reads the clock once, in c, and uses it throughout.
+	with := "WITH c AS (SELECT " + nowMicros(d) + " AS db_now) "
+	q.insert = with + fmt.Sprintf(`INSERT INTO %[1]s AS t (dedupe_key, event, entity, envelope_id, payload, state, attempts,
 	deliveries, last_error, next_attempt_at, lease_owner, lease_token, lease_expires_at, received_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, 'received', 0, 1, '', $6, '', 0, 0, $6, $6)
+VALUES ($1, $2, $3, $4, $5, 'received', 0, 1, '', (SELECT db_now FROM c), '', 0, 0, (SELECT db_now FROM c), (SELECT db_now FROM c))
 ON CONFLICT (dedupe_key) DO UPDATE SET deliveries = t.deliveries + 1
 RETURNING %[2]s`, t, columns)
 	q.get = fmt.Sprintf(`SELECT %[2]s FROM %[1]s WHERE dedupe_key = $1`, t, columns)
-	// $1 key, $2 owner, $3 now, $4 lease expiry.
-	q.claim = fmt.Sprintf(`UPDATE %[1]s AS t SET state = 'processing', attempts = t.attempts + 1, lease_owner = $2,
-	lease_token = t.lease_token + 1, lease_expires_at = $4, updated_at = $3
+	q.getNow = fmt.Sprintf(`SELECT %[2]s, %[3]s FROM %[1]s WHERE dedupe_key = $1`, t, columns, nowMicros(d))
+	// $1 key, $2 owner, $3 ttl (µs).
+	q.claim = with + fmt.Sprintf(`UPDATE %[1]s AS t SET state = 'processing', attempts = t.attempts + 1, lease_owner = $2,
+	lease_token = t.lease_token + 1, lease_expires_at = c.db_now + $3, updated_at = c.db_now
+FROM c
 WHERE t.dedupe_key = $1
-	AND (t.state IN ('received', 'error') OR (t.state = 'processing' AND t.lease_expires_at <= $3))
+	AND (t.state IN ('received', 'error') OR (t.state = 'processing' AND t.lease_expires_at <= c.db_now))
 	AND NOT EXISTS (SELECT 1 FROM %[1]s AS o WHERE o.entity = t.entity AND o.dedupe_key <> t.dedupe_key
-		AND o.state = 'processing' AND o.lease_expires_at > $3)
+		AND o.state = 'processing' AND o.lease_expires_at > c.db_now)
 RETURNING %[2]s`, t, columns)
+	// $1 entity, $2 key, $3 the database's now read with the row.
 	q.entityBusy = fmt.Sprintf(`SELECT COUNT(*) FROM %[1]s WHERE entity = $1 AND dedupe_key <> $2
 	AND state = 'processing' AND lease_expires_at > $3`, t)
 	// Two int4 keys: the table's name and the entity, so other advisory
 	// locks of the application never collide with ours by accident.
 	q.lockEntity = fmt.Sprintf(`SELECT pg_advisory_xact_lock(hashtext('%[1]s'), hashtext(entity)) FROM %[1]s WHERE dedupe_key = $1`, t)
-	q.renew = fmt.Sprintf(`UPDATE %[1]s SET lease_expires_at = $4
-WHERE dedupe_key = $1 AND lease_token = $2 AND state = 'processing' AND lease_expires_at > $3
+	// $1 key, $2 token, $3 ttl (µs).
+	q.renew = with + fmt.Sprintf(`UPDATE %[1]s AS t SET lease_expires_at = c.db_now + $3
+FROM c
+WHERE t.dedupe_key = $1 AND t.lease_token = $2 AND t.state = 'processing' AND t.lease_expires_at > c.db_now
 RETURNING %[2]s`, t, columns)
-	// $1 key, $2 token, $3 state, $4 error, $5 next attempt, $6 now.
-	q.complete = fmt.Sprintf(`UPDATE %[1]s SET state = $3, last_error = CASE WHEN $4 = '' THEN last_error ELSE $4 END,
-	next_attempt_at = $5, lease_owner = '', lease_expires_at = 0, updated_at = $6
-WHERE dedupe_key = $1 AND lease_token = $2 AND state = 'processing'
+	// $1 key, $2 token, $3 state, $4 error, $5 retry after (µs), $6 not attempted (1 or 0).
+	q.complete = with + fmt.Sprintf(`UPDATE %[1]s AS t SET state = $3,
+	last_error = CASE WHEN $4 = '' THEN t.last_error ELSE $4 END,
+	next_attempt_at = CASE WHEN $3 IN ('received', 'error') THEN c.db_now + $5 ELSE 0 END,
+	attempts = CASE WHEN $6 = 1 AND t.attempts > 0 THEN t.attempts - 1 ELSE t.attempts END,
+	lease_owner = '', lease_expires_at = 0, updated_at = c.db_now
+FROM c
+WHERE t.dedupe_key = $1 AND t.lease_token = $2 AND t.state = 'processing'
 RETURNING %[2]s`, t, columns)
-	q.due = fmt.Sprintf(`SELECT %[2]s FROM %[1]s
-WHERE (state IN ('received', 'error') AND next_attempt_at <= $1) OR (state = 'processing' AND lease_expires_at <= $1)
-ORDER BY CASE WHEN state = 'processing' THEN lease_expires_at ELSE next_attempt_at END, %[3]s LIMIT $2`, t, columns, orderKey)
-	q.retry = fmt.Sprintf(`UPDATE %[1]s SET state = 'received', attempts = 0, next_attempt_at = $2, updated_at = $2
-WHERE dedupe_key = $1 AND state IN ('dead', 'error')
+	q.due = with + fmt.Sprintf(`SELECT %[2]s FROM %[1]s AS t, c
+WHERE (t.state IN ('received', 'error') AND t.next_attempt_at <= c.db_now)
+	OR (t.state = 'processing' AND t.lease_expires_at <= c.db_now)
+ORDER BY CASE WHEN t.state = 'processing' THEN t.lease_expires_at ELSE t.next_attempt_at END, t.%[3]s LIMIT $1`, t, columns, orderKey)
+	q.retry = with + fmt.Sprintf(`UPDATE %[1]s AS t SET state = 'received', attempts = 0, next_attempt_at = c.db_now, updated_at = c.db_now
+FROM c
+WHERE t.dedupe_key = $1 AND t.state IN ('dead', 'error')
 RETURNING %[2]s`, t, columns)
+	// One small batch, oldest first; processed and dead only.
 	q.deleteExpired = fmt.Sprintf(`DELETE FROM %[1]s WHERE dedupe_key IN (
-	SELECT dedupe_key FROM %[1]s WHERE state = 'processed' AND updated_at < $1 ORDER BY updated_at LIMIT $2)`, t)
+	SELECT dedupe_key FROM %[1]s WHERE state IN ('processed', 'dead') AND updated_at < $1 ORDER BY updated_at, %[2]s LIMIT $2)`, t, orderKey)
 	return q
 }

@@ -7,18 +7,28 @@
 // *sql.DB, so events can live beside the orders), run Migrate once, and Close
 // it when done; the conventions follow keystore/sqlstore.
 //
-// Durability: a write has been committed when its method returns. SQLite is
-// opened by OpenSQLite with journal_mode=WAL and synchronous=FULL (each
-// commit is fsynced); PostgreSQL commits as its synchronous_commit setting
-// says (on by default).
+// Durability: a write has been committed when its method returns, and the
+// Inbox answers 200 only then. SQLite is opened by OpenSQLite with
+// journal_mode=WAL and synchronous=FULL (each commit is fsynced).
+// PostgreSQL commits as its synchronous_commit setting says: on (the
+// default), local, remote_write and remote_apply wait for the local WAL
+// flush; off does not, and a crash of the server can then lose events
+// already answered 200, which PagPolar will not send again. OpenPostgres and
+// New therefore read synchronous_commit at start-up and refuse "off" with an
+// error wrapping ErrAsyncCommit, unless the caller opts out by name with
+// AllowAsyncCommit().
 //
 // One event at a time per sale or subscription holds across processes:
 // SQLite runs each Claim as one statement under its single-writer lock;
 // PostgreSQL takes a transaction-scoped advisory lock on the entity before
 // checking that no other event of it is leased.
 //
-// Times are stored as microseconds since the Unix epoch, as the Inbox's clock
-// gives them.
+// Time is the database's (as webhook.Store requires): every statement reads
+// the clock once, PostgreSQL's clock_timestamp() (microseconds) or SQLite's
+// unixepoch('subsec') (milliseconds), and compares and sets lease expiry,
+// due times and timestamps with it, so processes whose clocks disagree
+// still agree on leases. Times are stored as microseconds since the Unix
+// epoch. DeleteExpired's cut-off is the caller's.
 package sqlinbox
 
 import (
@@ -70,6 +80,7 @@ type config struct {
 	table       string
 	dialect     Dialect
 	busyTimeout time.Duration
+	allowAsync  bool
 }
 
 // Option configures a Store.
@@ -128,7 +139,9 @@ func newConfig(opts []Option) (config, error) {
 // New returns a Store on the caller's database; the caller keeps ownership
 // of db (Close does not close it). The dialect is detected from the driver or
 // given with WithDialect. For SQLite, open db with a DSN from SQLiteDSN so
-// every connection waits on locks and fsyncs each commit.
+// every connection waits on locks and fsyncs each commit. For PostgreSQL it
+// reads synchronous_commit (within 10 s) and refuses "off" unless
+// AllowAsyncCommit() is given (see the package doc).
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqlinbox: nil *sql.DB")
@@ -147,7 +160,11 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("sqlinbox: cannot tell the dialect of driver %T: use WithDialect", db.Driver())
 		}
 	}
-	return newStore(c, db, db), nil
+	s := newStore(c, db, db)
+	if err := s.checkDurable(c); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func newStore(c config, rdb, wdb *sql.DB) *Store {
@@ -209,6 +226,17 @@ func micros(t time.Time) int64 {
 	return t.UnixMicro()
 }
 
+// beforeMicros converts an exclusive upper bound to microseconds so that
+// "updated_at < result" keeps "UpdatedAt < t" for a t between two
+// microseconds.
+func beforeMicros(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.After(time.UnixMicro(us)) {
+		us++
+	}
+	return us
+}
+
 func fromMicros(us int64) time.Time {
 	if us == 0 {
 		return time.Time{}
@@ -223,12 +251,23 @@ const columns = "dedupe_key, event, entity, envelope_id, payload, state, attempt
 type scanner interface{ Scan(dest ...any) error }
 
 func scan(sc scanner) (webhook.Record, error) {
+	return scanExtra(sc)
+}
+
+// scanNow scans a row followed by the database's clock (µs).
+func scanNow(sc scanner) (webhook.Record, time.Time, error) {
+	var now int64
+	r, err := scanExtra(sc, &now)
+	return r, fromMicros(now), err
+}
+
+func scanExtra(sc scanner, extra ...any) (webhook.Record, error) {
 	var r webhook.Record
 	var state string
 	var next, leaseExp, received, updated int64
-	err := sc.Scan(&r.Key, &r.Event, &r.Entity, &r.EnvelopeID, &r.Payload, &state, &r.Attempts, &r.Deliveries,
-		&r.LastError, &next, &r.LeaseOwner, &r.LeaseToken, &leaseExp, &received, &updated)
-	if err != nil {
+	dest := append([]any{&r.Key, &r.Event, &r.Entity, &r.EnvelopeID, &r.Payload, &state, &r.Attempts, &r.Deliveries,
+		&r.LastError, &next, &r.LeaseOwner, &r.LeaseToken, &leaseExp, &received, &updated}, extra...)
+	if err := sc.Scan(dest...); err != nil {
 		return webhook.Record{}, err
 	}
 	r.State = webhook.State(state)
