@@ -92,20 +92,61 @@ func attributeFound(e effect, f opFacts) (attribution, string) {
 
 // attributeAnswer decides on the effect in a 2xx answer to this
 // operation's key. A fresh answer is about the request just sent, so it
-// can only be unclear (a shape the SDK misreads) or ours; a replay is the
-// first answer ever given for the key, so a proven difference there means
-// another request used the key (SAFETY rule 7: a collision).
+// can only be unclear (a shape the SDK misreads) or ours. A replay is the
+// first answer ever given for the key: it is another request's (SAFETY
+// rule 7: a collision) only when a field the operation's fingerprint
+// covers reads, unambiguously, as another value (collision); any other
+// difference is unclear.
 func attributeAnswer(e effect, f opFacts, replay bool) (attribution, string) {
 	if e.idSt != wire.Read {
 		return attrUnclear, "the answer has no readable " + e.kind.String() + " identifier"
+	}
+	if replay {
+		if yes, why := collision(e, f); yes {
+			return attrOther, why
+		}
 	}
 	if a, why, decided := compareFields(e, f, false); decided {
 		if a == attrOther && !replay {
 			return attrUnclear, why + " in the answer to this very request: the SDK misreads this API's shape"
 		}
+		if a == attrOther {
+			return attrUnclear, why + " in the replay of this key's first answer, which is no proof another request used the key"
+		}
 		return a, why
 	}
 	return byStatus(e)
+}
+
+// collision reports whether a replayed answer is provably for another
+// request: it names another reference (not one differing only in case or
+// spaces), a payment method of another family, another sale, a refund of
+// another amount under every reading, or another subscription — fields the
+// operation's fingerprint covers.
+func collision(e effect, f opFacts) (bool, string) {
+	switch f.kind {
+	case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
+		if e.refSt == wire.Read && !strings.EqualFold(strings.TrimSpace(e.Ref), strings.TrimSpace(f.ref)) {
+			return true, fmt.Sprintf("the replay is for reference %q, this operation's is %q", e.Ref, f.ref)
+		}
+		if e.methodSt == wire.Read {
+			if m, known, learned := f.shapes.method(e.Method); known && !learned && wire.MethodFamily(m) != wire.MethodFamily(f.method) {
+				return true, fmt.Sprintf("the replay is a %s payment, this operation is %s", m, f.method)
+			}
+		}
+	case kindRefund:
+		if e.saleSt == wire.Read && e.SaleID != f.saleID {
+			return true, fmt.Sprintf("the replay refunds sale %s, this operation sale %s", e.SaleID, f.saleID)
+		}
+		if e.Amount.State == wire.Read && !e.Amount.Matches(f.amount) {
+			return true, fmt.Sprintf("the replay refunds %v centavos under every reading, this operation %d", e.Amount.Centavos, f.amount)
+		}
+	case kindPlanChange:
+		if e.subSt == wire.Read && e.SubID != f.subID {
+			return true, fmt.Sprintf("the replay changes subscription %s, this operation %s", e.SubID, f.subID)
+		}
+	}
+	return false, ""
 }
 
 // compareFields checks the fields that tell operations apart. found says
@@ -121,8 +162,11 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 		if e.refSt == wire.Unreadable {
 			return unreadable("reference")
 		}
-		if e.refSt == wire.Read && !sameRef(e.Ref, f.ref) {
-			return attrOther, fmt.Sprintf("%s is for reference %q", e.label(), e.Ref), true
+		if e.refSt == wire.Read && e.Ref != f.ref {
+			// The lookup asked for this reference: an effect under another
+			// one means the list ignored its filter, or the field is not the
+			// caller's reference. Neither proves anything.
+			return attrUnclear, fmt.Sprintf("%s is listed under reference %q, not %q", e.label(), e.Ref, f.ref), true
 		}
 		if f.kind != kindSubscribe {
 			if e.subSt == wire.Unreadable {
@@ -181,14 +225,18 @@ func compareMethod(e effect, f opFacts, found bool) (attribution, string, bool) 
 		}
 		return 0, "", false
 	}
-	m, known := f.shapes.method(e.Method)
-	if !known {
+	m, known, learned := f.shapes.method(e.Method)
+	switch {
+	case !known:
 		return attrUnclear, fmt.Sprintf("%s has payment method %q, which the SDK does not recognise", e.label(), e.Method), true
+	case m == f.method:
+		return 0, "", false
+	case learned:
+		return attrUnclear, fmt.Sprintf("%s has payment method %q, which this API once used for %s: no proof either way", e.label(), e.Method, m), true
+	case wire.MethodFamily(m) == wire.MethodFamily(f.method):
+		return attrUnclear, fmt.Sprintf("%s was paid by %s, which could be this operation's %s", e.label(), m, f.method), true
 	}
-	if m != f.method {
-		return attrOther, fmt.Sprintf("%s was paid by %s", e.label(), m), true
-	}
-	return 0, "", false
+	return attrOther, fmt.Sprintf("%s was paid by %s", e.label(), m), true
 }
 
 func compareOffer(e effect, f opFacts) (attribution, string, bool) {
@@ -208,9 +256,15 @@ func compareOffer(e effect, f opFacts) (attribution, string, bool) {
 }
 
 // compareTime excludes an effect created before the first send, on the
-// server's clock; without a usable time, only a pre-send snapshot (absence
-// from it means "new") lets the effect be considered ours.
+// API's clock, when no complete pre-send snapshot says otherwise: absence
+// from a complete snapshot is proof the effect is new, and the time rule
+// never overrides it. Without a snapshot, only a validated bound
+// (servertime.go) and a readable creation time can exclude; an effect that
+// neither excludes is unclear.
 func compareTime(e effect, f opFacts) (attribution, string, bool) {
+	if f.snapshotted {
+		return 0, "", false
+	}
 	if e.createdSt == wire.Read && !f.floor.IsZero() {
 		if e.Created.Add(e.CreatedRes + f.tolerance).Before(f.floor) {
 			return attrOther, fmt.Sprintf("%s was created at %s, before this operation's first send (server clock, at least %s)",
@@ -218,10 +272,7 @@ func compareTime(e effect, f opFacts) (attribution, string, bool) {
 		}
 		return 0, "", false
 	}
-	if f.snapshotted {
-		return 0, "", false
-	}
-	why := "no server-clock reference for the first send"
+	why := "no validated server-clock reference for the first send"
 	if e.createdSt != wire.Read {
 		why = "no readable creation time"
 	}
@@ -239,12 +290,6 @@ func byStatus(e effect) (attribution, string) {
 		return attrUnclear, e.label() + " has no status the SDK can read"
 	}
 	return attrUnclear, fmt.Sprintf("%s has status %q, which the SDK does not take for success or refusal", e.label(), e.Status)
-}
-
-// sameRef compares references as a server that normalises case or
-// surrounding spaces would.
-func sameRef(got, want string) bool {
-	return got == want || strings.EqualFold(strings.TrimSpace(got), strings.TrimSpace(want))
 }
 
 // judged is one effect with its verdict.

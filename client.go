@@ -459,13 +459,13 @@ func (c *Client) getN(ctx context.Context, u *url.URL, maxAttempts int) (*respon
 		case err != nil:
 			last = err
 		case r.status >= 200 && r.status < 300:
-			c.budget.onAnswer()
+			// Reads spend the budget when they retry but do not earn it:
+			// only answers to money requests say the API is processing them.
 			return r, nil
 		case r.status == 429 || r.status >= 500:
 			last = c.apiError(r, "", token)
 			retryAfter = c.retryAfter(r.header)
 		default:
-			c.budget.onAnswer()
 			return r, c.apiError(r, "", token)
 		}
 		if ctx.Err() != nil {

@@ -3,6 +3,7 @@ package pagpolar
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -56,7 +57,7 @@ func readEffect(kind effectKind, raw []byte) (effect, error) {
 	e.Status, e.statusSt = o.Str(wire.FieldStatus)
 	e.Created, e.CreatedRes, e.createdSt = o.Time(wire.FieldCreatedAt)
 	e.Amount = o.Amount(wire.FieldAmount)
-	e.SubID, e.subSt = o.Str(wire.FieldSubscriptionID)
+	e.SubID, e.subSt = idField(o, wire.FieldSubscriptionID)
 	switch kind {
 	case effSale, effSubscription:
 		e.Ref, e.refSt = o.Str(wire.FieldExternalReference)
@@ -72,12 +73,22 @@ func readEffect(kind effectKind, raw []byte) (effect, error) {
 			}
 		}
 	case effRefund:
-		e.SaleID, e.saleSt = o.Str(wire.FieldSaleID)
+		e.SaleID, e.saleSt = idField(o, wire.FieldSaleID)
 	case effPlanChange:
 		e.Offer, e.offerSt = o.Str(wire.FieldOffer)
 		e.FromOffer, _ = o.Str(wire.FieldFromOffer)
 	}
 	return e, nil
+}
+
+// idField reads a reference to another object; a zero ("0", 0) is the
+// zero value some backends write for "none", not an identifier.
+func idField(o wire.Object, names []string) (string, wire.FieldState) {
+	v, st := o.Str(names)
+	if st == wire.Read && strings.Trim(v, "0") == "" {
+		return "", wire.Absent
+	}
+	return v, st
 }
 
 // statusClass is what the effect's status says, by its kind's table.
@@ -153,7 +164,7 @@ func reportedMethod(sh *shapes, raw string) string {
 	if raw == "" {
 		return ""
 	}
-	if m, ok := sh.method(raw); ok {
+	if m, ok, _ := sh.method(raw); ok {
 		return m
 	}
 	return raw

@@ -244,6 +244,7 @@ func TestSafetyRule5_NotFoundTrustedOnlyAfterWindow(t *testing.T) {
 // sale.
 func TestSafetyRule5_UnknownWhenContextEnds(t *testing.T) {
 	f := newFixture(t, nil)
+	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)

@@ -74,15 +74,16 @@ func ExampleErrOutcomeUnknown() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// The sale is created, but the connection drops before the answer, and
+	customer := pagpolar.Customer{Name: "Ana", Email: "ana@exemplo.com", Document: "12345678909"}
+	// An earlier order went through: the client now knows the API's clock.
+	if _, err := client.Payments.Pix(context.Background(), pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "PEDIDO-76", Customer: customer}); err != nil {
+		log.Fatal(err)
+	}
+	// This sale is created, but the connection drops before the answer, and
 	// the lookups fail until the caller's deadline.
 	srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-	params := pagpolar.PixParams{
-		OfferID:           "offer-basic",
-		ExternalReference: "PEDIDO-77",
-		Customer:          pagpolar.Customer{Name: "Ana", Email: "ana@exemplo.com", Document: "12345678909"},
-	}
+	params := pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "PEDIDO-77", Customer: customer}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err = client.Payments.Pix(ctx, params)
@@ -98,7 +99,13 @@ func ExampleErrOutcomeUnknown() {
 		}
 		fmt.Println("settled:", charge.Operation.Source, charge.Sale.Status)
 	}
-	fmt.Println("sales for the order:", len(srv.Ledger().Sales))
+	n := 0
+	for _, s := range srv.Ledger().Sales {
+		if s.ExternalReference == "PEDIDO-77" {
+			n++
+		}
+	}
+	fmt.Println("sales for the order:", n)
 	// Output:
 	// unknown: pix:PEDIDO-77
 	// settled: lookup pending

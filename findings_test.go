@@ -91,6 +91,7 @@ func TestFinding_ResumeAllNeverNotExecutedOnUnclear(t *testing.T) {
 	})
 	// The sale is made, the answer lost, and the lookups fail until the
 	// caller gives up: the record is left unknown.
+	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "credit_card", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 	ctx, cancel := contextWithTimeout(f, 150*time.Millisecond)

@@ -220,3 +220,17 @@ func isUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
 func containsFold(s, sub string) bool {
 	return sub != "" && strings.Contains(strings.ToLower(s), strings.ToLower(sub))
 }
+
+// warm gives c what a client that has been running has: a recent Date of
+// the API's and a validated view of its clock (servertime.go), so that its
+// charges are sent without a pre-send snapshot. Tests of the settle path
+// use it to inject lookup faults before the first send.
+func (f *fixture) warm(t *testing.T, c *Client) {
+	t.Helper()
+	if _, err := c.Payments.SalesByExternalReference(f.ctx, "warm-up"); err != nil {
+		t.Fatalf("warm-up read: %v", err)
+	}
+	c.srvClock.mu.Lock()
+	c.srvClock.validated = true
+	c.srvClock.mu.Unlock()
+}

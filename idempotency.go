@@ -85,6 +85,11 @@ type exec struct {
 	owner   string    // this call's lease owner
 	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
 
+	// storeBase is the key store's clock when the lease was last obtained
+	// or extended (its LeaseExpiresAt less the TTL), read at client time
+	// storeAt: the store's clock now is storeBase + (now - storeAt).
+	storeBase, storeAt time.Time
+
 	// metaJSON is e.meta as last written; savedMeta the value it encodes.
 	metaJSON  []byte
 	savedMeta opMeta
@@ -114,18 +119,22 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	// as "about to be sent" at once (one write before the send; a crash
 	// before the send leaves an ambiguous-looking record that a lookup
 	// settles). Otherwise a snapshot comes first.
-	floor, haveFloor := c.srvClock.floor(now)
-	snapFirst := e.wantsSnapshot(haveFloor)
+	snapFirst := e.wantsSnapshot()
 	if !snapFirst {
+		floor, _ := c.srvClock.floor(now)
 		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
-		e.meta.Floor = floor
-		e.meta.TrustAfter = now.Add(p.trustDelay())
+		e.meta.Floor, e.meta.FloorOK = floor, true
+		// Counted from the save, before the token fetch that precedes the
+		// send: a process that picks this record up after a crash must
+		// allow for that fetch too.
+		e.meta.TrustAfter = now.Add(p.trustDelay() + p.AttemptTimeout)
 	}
 	rec.Meta = e.encodeMeta()
 	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
 	switch {
 	case err == nil:
 		e.rec, e.leaseAt = created, now
+		e.noteLease(created)
 		defer e.release()
 		if snapFirst {
 			return e.firstSend(ctx)
@@ -138,11 +147,16 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 }
 
 // wantsSnapshot: refunds and plan changes always take a snapshot before a
-// series of attempts; other kinds when their first send cannot be placed
-// on the API's clock (no recent Date header) or the API's effects carry no
-// usable creation time, so that earlier effects are excluded by ID.
-func (e *exec) wantsSnapshot(haveFloor bool) bool {
-	return needsSnapshot(e.s.kind) || !haveFloor || e.c.shapes.timesUnusable()
+// series of attempts; other kinds unless their first send can be placed on
+// the API's clock by a validated bound (servertime.go) and the API's
+// effects carry usable creation times, so that earlier effects are
+// excluded by ID otherwise.
+func (e *exec) wantsSnapshot() bool {
+	if needsSnapshot(e.s.kind) || e.c.shapes.timesUnusable() || !e.c.srvClock.usable() {
+		return true
+	}
+	_, ok := e.c.srvClock.floor(e.c.clock.Now())
+	return !ok
 }
 
 // createFailed handles a Create that did not say "created" or "exists".
@@ -183,6 +197,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 		return c.fromRecord(s.id, got)
 	}
 	e.rec, e.leaseAt = got, c.clock.Now()
+	e.noteLease(got)
 	defer e.release()
 	var m opMeta
 	if err := json.Unmarshal(got.Meta, &m); err != nil {
@@ -190,6 +205,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 	}
 	e.meta = m
 	e.metaJSON, e.savedMeta = append([]byte(nil), got.Meta...), m
+	e.meta.fillStoreTrust(got, c.policy)
 	switch {
 	case e.rec.State == keystore.StateNotExecuted:
 		// Proven not executed: every earlier attempt was unprocessed, so
@@ -212,19 +228,22 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 // failed answer usually places the send on the API's clock.
 func (e *exec) firstSend(ctx context.Context) (*settled, error) {
 	e.rec.FirstSentAt = time.Time{}
-	_, haveFloor := e.c.srvClock.floor(e.c.clock.Now())
-	if e.wantsSnapshot(haveFloor) {
+	if e.wantsSnapshot() {
 		required := needsSnapshot(e.s.kind)
-		attempts := 1
-		if required {
-			attempts = e.c.policy.MaxAttempts
+		err := e.c.snapshot(ctx, e.s.kind, &e.meta, e.c.policy.MaxAttempts)
+		if ae := (*APIError)(nil); e.s.kind == kindSubscribe && errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405 || ae.StatusCode == 501) {
+			// The API has no subscription lookup (an ASSUMED route): there is
+			// nothing to snapshot, and an ambiguous subscribe will end
+			// unknown whatever is done here.
+			err = nil
 		}
-		err := e.c.snapshot(ctx, e.s.kind, &e.meta, attempts)
 		switch {
-		case err != nil && required:
-			// Nothing sent; the record stays pending with 0 attempts (or
-			// not executed) and a later call takes the snapshot again.
-			return nil, e.opErr(fmt.Errorf("snapshot before the first send failed, nothing was sent: %w", err))
+		case err != nil:
+			// Nothing sent: without the snapshot (and without a validated
+			// clock) a lost answer could never be told from an earlier
+			// effect. The record stays pending with 0 attempts (or not
+			// executed) and a later call takes the snapshot again.
+			return nil, e.opErr(fmt.Errorf("the lookup before the first send failed, so nothing was sent (call again): %w", err))
 		case required && !e.meta.Snapshotted:
 			return nil, e.opErr(fmt.Errorf("%w: the pre-send snapshot could not be read whole, so a lost answer could not be told from earlier effects; nothing was sent", ErrIncompleteList))
 		}
@@ -402,10 +421,11 @@ func (e *exec) markSend(ctx context.Context) error {
 	if e.rec.FirstSentAt.IsZero() {
 		e.rec.FirstSentAt = now
 		e.meta.Floor, _ = c.srvClock.floor(now)
+		e.meta.FloorOK = c.srvClock.usable()
 	}
 	e.rec.LastSentAt = now
 	e.rec.State = keystore.StatePending
-	e.meta.TrustAfter = now.Add(c.policy.trustDelay())
+	e.trustFrom(now, c.policy.trustDelay())
 	return e.save(ctx)
 }
 
@@ -417,21 +437,17 @@ func (e *exec) onAmbiguous(v verdict, r *response) {
 	case vAmbiguousEnd:
 		// We received the API's own answer: the request has ended. Only
 		// lookup lag can still hide its effect.
-		e.meta.TrustAfter = now.Add(p.SettleDelay)
+		e.trustFrom(now, p.SettleDelay)
 	case vAmbiguous:
 		// The request may have reached the server as late as now (a slow
 		// dial, an intermediary that queued it), so its in-processing
 		// window is counted from now.
-		if t := now.Add(p.trustDelay()); t.After(e.meta.TrustAfter) {
-			e.meta.TrustAfter = t
-		}
+		e.trustNoEarlier(now, p.trustDelay())
 	case vInProgress:
 		// A request with this key is running now (perhaps sent by another
 		// host deriving the same key): it ends at most one window from now
 		// and began at most one window ago, on the API's clock.
-		if t := now.Add(p.trustDelay()); t.After(e.meta.TrustAfter) {
-			e.meta.TrustAfter = t
-		}
+		e.trustNoEarlier(now, p.trustDelay())
 		if f, ok := c.srvClock.floor(now); ok {
 			from := f.Add(-p.ProcessingWindow - p.WindowMargin)
 			if e.meta.SharedFloor.IsZero() || from.Before(e.meta.SharedFloor) {
@@ -467,8 +483,11 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 	}
 	switch a {
 	case attrOurs:
-		if src == SourceResponse {
-			c.checkClock(ctx, eff, e.meta)
+		if src == SourceResponse && eff.createdSt == wire.Read && !e.meta.Floor.IsZero() {
+			if e.c.srvClock.check(eff.Created, eff.CreatedRes, e.meta.Floor, e.c.policy.ServerClockTolerance) {
+				c.log.WarnContext(ctx, "pagpolar: the API's creation times disagree with its Date headers by more than ServerClockTolerance; effects are no longer excluded by time",
+					"created_at", eff.Created, "first_send_at_least", e.meta.Floor)
+			}
 		}
 		return e.succeed(ctx, eff, src)
 	case attrOursRefused:
@@ -489,7 +508,7 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 	if eff.ID != "" {
 		e.meta.noteUnclear([]string{eff.ID})
 	}
-	e.meta.TrustAfter = c.clock.Now().Add(c.policy.SettleDelay)
+	e.trustFrom(c.clock.Now(), c.policy.SettleDelay)
 	e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+oneLine(why)
 	if serr := e.save(ctx); serr != nil {
 		return nil, e.unknownErr(serr.Error(), serr)
@@ -512,20 +531,6 @@ func (c *Client) learnFrom(kind string, m opMeta, eff effect) {
 	}
 	if eff.createdSt != wire.Read {
 		c.shapes.learnNoTimes()
-	}
-}
-
-// checkClock is the server clock's self-test: our own fresh effect must
-// never be one that the time rule would exclude.
-func (c *Client) checkClock(ctx context.Context, eff effect, m opMeta) {
-	if eff.createdSt != wire.Read || m.Floor.IsZero() {
-		return
-	}
-	if eff.Created.Add(eff.CreatedRes + c.policy.ServerClockTolerance).Before(m.Floor) {
-		if c.srvClock.disable() {
-			c.log.WarnContext(ctx, "pagpolar: the API's creation times disagree with its Date headers by more than ServerClockTolerance; effects are no longer excluded by time",
-				"created_at", eff.Created, "first_send_at_least", m.Floor)
-		}
 	}
 }
 
@@ -564,18 +569,30 @@ func (e *exec) planChangeAnsweredWithSubscription(ctx context.Context, r *respon
 	return e.settle(ctx, true, true)
 }
 
-// isSubscriptionAnswer: the body is the subscription itself (its ID is the
-// subscription's, or it carries what only a subscription has).
+// isSubscriptionAnswer: the body is the subscription itself.
 func isSubscriptionAnswer(pc effect, body []byte, subID string) bool {
-	if pc.idSt == wire.Read && pc.ID == subID {
-		return true
-	}
-	return pc.obj.Has([]string{"plan_changes", "planChanges", "next_billing_at", "external_reference"}) && pc.subSt != wire.Read
+	// Only the subscription's own identifier says so: a plan change may
+	// well carry next_billing_at or the like, and must then have its
+	// status checked as a plan change.
+	return pc.idSt == wire.Read && pc.ID == subID
 }
 
 // succeed records the operation's effect.
 func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, error) {
 	c := e.c
+	if src == SourceLookup && claims(e.s.kind) {
+		// An effect found by lookup is this operation's only if no other
+		// unsettled operation could own it (the same sale and amount, the
+		// same subscription and offer): it may be that one's, whose answer
+		// was lost too.
+		if other, err := c.contested(ctx, e.s.kind, e.meta, e.rec.OperationID); err != nil || other != "" {
+			reason := fmt.Sprintf("the effect found could be operation %q's, which is not settled either", other)
+			if err != nil {
+				reason = "could not check for other operations on the same " + effectOf(e.s.kind).String() + " target"
+			}
+			return nil, e.unknownSaved(ctx, reason, err, eff.label())
+		}
+	}
 	if other, err := c.claim(ctx, e.s.kind, eff.ID, e.s.id); err != nil || other != "" {
 		if src == SourceLookup {
 			// Another operation claimed it between the lookup and now, or
@@ -584,9 +601,7 @@ func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, e
 			if err != nil {
 				reason = "could not record the claim on the effect found"
 			}
-			u := e.unknownErr(reason, err).(*OutcomeUnknownError)
-			u.Ref = eff.label()
-			return nil, u
+			return nil, e.unknownSaved(ctx, reason, err, eff.label())
 		}
 		c.log.WarnContext(ctx, "pagpolar: the API's answer to this operation names an effect another operation claimed", "op", e.s.id, "effect", eff.ID, "other", other, "err", err)
 	}
@@ -675,6 +690,51 @@ func (e *exec) unknownErr(reason string, err error) error {
 	return &OutcomeUnknownError{OperationID: e.s.id, Key: e.rec.Key, Reason: reason, Err: err, SettleAfter: e.meta.TrustAfter}
 }
 
+// unknownSaved ends the call with "outcome unknown" and writes why into
+// the record (best effort), for ops show and the next call.
+func (e *exec) unknownSaved(ctx context.Context, reason string, err error, ref string) error {
+	e.rec.State, e.rec.Error = keystore.StateUnknown, "outcome unknown: "+oneLine(reason)
+	_ = e.save(ctx)
+	u := e.unknownErr(reason, err).(*OutcomeUnknownError)
+	u.Ref = ref
+	return u
+}
+
+// trustFrom sets the trust moment d after client time now, on both clocks.
+func (e *exec) trustFrom(now time.Time, d time.Duration) {
+	e.meta.TrustAfter = now.Add(d)
+	e.meta.TrustAfterStore = time.Time{}
+	if sn := e.storeNow(now); !sn.IsZero() {
+		e.meta.TrustAfterStore = sn.Add(d)
+	}
+}
+
+// trustNoEarlier moves the trust moment to d after now unless it is later
+// already.
+func (e *exec) trustNoEarlier(now time.Time, d time.Duration) {
+	if t := now.Add(d); t.After(e.meta.TrustAfter) {
+		e.meta.TrustAfter = t
+	}
+	if sn := e.storeNow(now); !sn.IsZero() {
+		if t := sn.Add(d); t.After(e.meta.TrustAfterStore) {
+			e.meta.TrustAfterStore = t
+		}
+	}
+}
+
+// trusted reports whether a "not found" seen now is conclusive: the trust
+// moment has passed on this client's clock and on the store's.
+func (e *exec) trusted(now time.Time) bool {
+	if now.Before(e.meta.TrustAfter) {
+		return false
+	}
+	if e.meta.TrustAfterStore.IsZero() {
+		return true
+	}
+	sn := e.storeNow(now)
+	return !sn.IsZero() && !sn.Before(e.meta.TrustAfterStore)
+}
+
 // settle settles an ambiguous operation by lookup (SAFETY rule 5). With
 // resend, a trusted not-found leads to a resend with the same key; without
 // it (Resume), to not_executed. Without wait, it looks once (ResumeAll).
@@ -691,9 +751,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			return nil, e.unknownErr("could not hold the operation while settling it", err)
 		}
 		// A lookup observes the API as of when it is sent, not when its
-		// answer (or its last page) arrives: only one sent after TrustAfter
-		// is conclusive.
-		conclusive := !c.clock.Now().Before(e.meta.TrustAfter)
+		// answer (or its last page) arrives: only one sent after the trust
+		// moment is conclusive.
+		conclusive := e.trusted(c.clock.Now())
 		lo, err := c.lookup(ctx, e.s.kind, e.s.id, e.meta)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: err})
 		if err == nil {
@@ -710,15 +770,14 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 				// A refusal is final only once our own request must have
 				// ended: until then a success of ours may still appear.
 			case lookupUnclear:
-				e.meta.noteUnclear(lo.refs)
-				_ = e.save(ctx) // what was seen outlives this call; best effort
-				u := e.unknownErr(lo.reason, nil).(*OutcomeUnknownError)
+				e.meta.noteUnclear(lo.refs) // what was seen outlives this call
+				ref := ""
 				if len(lo.refs) > 0 {
-					u.Ref = lo.refs[0]
+					ref = lo.refs[0]
 				}
-				return nil, u
+				return nil, e.unknownSaved(ctx, lo.reason, nil, ref)
 			case lookupUnsupported:
-				return nil, e.unknownErr("no reliable lookup exists for this route ("+lo.reason+"); the SDK never resends blind", nil)
+				return nil, e.unknownSaved(ctx, "no reliable lookup exists for this route ("+lo.reason+"); the SDK never resends blind", nil, "")
 			case lookupNotFound:
 				if conclusive {
 					return e.trustedNotFound(ctx, resend)
@@ -765,7 +824,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 func (e *exec) trustedNotFound(ctx context.Context, resend bool) (*settled, error) {
 	c, p := e.c, e.c.policy
 	if e.meta.Saw2xx {
-		return nil, e.unknownErr("the API answered 2xx in a shape the SDK could not verify, and no matching effect was found; inspect the effect by its reference", nil)
+		return nil, e.unknownSaved(ctx, "the API answered 2xx in a shape the SDK could not verify, and no matching effect was found; inspect the effect by its reference", nil, "")
 	}
 	if !resend {
 		return e.settleNotExecuted(ctx)

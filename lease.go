@@ -61,6 +61,7 @@ func (e *exec) holdLease(ctx context.Context) error {
 	case aerr == nil && got.Version == e.rec.Version:
 		e.rec.LeaseToken, e.rec.LeaseOwner, e.rec.LeaseExpiresAt = got.LeaseToken, got.LeaseOwner, got.LeaseExpiresAt
 		e.leaseAt = e.c.clock.Now()
+		e.noteLease(got)
 		return nil
 	case aerr == nil:
 		_ = e.c.store.Release(ctx, got.OperationID, got.LeaseToken)
@@ -84,7 +85,30 @@ func (e *exec) renew(ctx context.Context) error {
 	e.rec.LeaseExpiresAt = got.LeaseExpiresAt
 	e.rec.Version = got.Version
 	e.leaseAt = now
+	e.noteLease(got)
 	return nil
+}
+
+// noteLease reads the key store's clock off a lease it just granted: the
+// store set LeaseExpiresAt to its own now plus the TTL.
+func (e *exec) noteLease(rec keystore.Record) {
+	if rec.LeaseExpiresAt.IsZero() {
+		return
+	}
+	e.storeBase, e.storeAt = rec.LeaseExpiresAt.Add(-e.c.policy.LeaseTTL), e.c.clock.Now()
+}
+
+// storeNow is the key store's clock at client time now (a lower bound, by
+// the round trip of the lease call), or zero if unknown.
+func (e *exec) storeNow(now time.Time) time.Time {
+	if e.storeBase.IsZero() {
+		return time.Time{}
+	}
+	el := now.Sub(e.storeAt)
+	if el < 0 {
+		el = 0
+	}
+	return e.storeBase.Add(el)
 }
 
 // acquire takes the lease of an existing operation, waiting while another

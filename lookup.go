@@ -73,9 +73,11 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 		kind: kind, ref: m.ExternalReference, offer: m.OfferID, method: m.Method,
 		saleID: m.SaleID, amount: m.Amount, subID: m.SubscriptionID,
 		snapshotted: m.Snapshotted, snapOffer: m.SnapshotOffer,
-		shared: !m.SharedFloor.IsZero(),
-		floor:  m.exclusionFloor(), tolerance: c.policy.ServerClockTolerance,
+		shared: !m.SharedFloor.IsZero(), tolerance: c.policy.ServerClockTolerance,
 		claimed: claimed, shapes: &c.shapes,
+	}
+	if m.FloorOK && !c.srvClock.off() {
+		f.floor = m.exclusionFloor()
 	}
 	if len(m.Snapshot) > 0 {
 		f.snapshot = make(map[string]bool, len(m.Snapshot))
@@ -380,4 +382,42 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// contested returns another unsettled operation (pending or unknown) that
+// could own the same effect as this one: a refund of the same amount of
+// the same sale, a change of the same subscription to the same offer. Its
+// answer may have been lost too, so an effect found by lookup cannot be
+// told apart between the two. A listing that may be incomplete counts as
+// contested.
+func (c *Client) contested(ctx context.Context, kind string, m opMeta, selfStoreID string) (string, error) {
+	const limit = 1000
+	prefix := c.storeID("")
+	recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: limit})
+	if err != nil {
+		return "", fmt.Errorf("pagpolar: listing unsettled operations: %w: %w", ErrStoreUnavailable, err)
+	}
+	if len(recs) >= limit {
+		return "(more than a thousand unsettled operations)", nil
+	}
+	for _, r := range recs {
+		if r.OperationID == selfStoreID || r.Kind != kind {
+			continue
+		}
+		var o opMeta
+		if json.Unmarshal(r.Meta, &o) != nil {
+			return strings.TrimPrefix(r.OperationID, prefix), nil // unreadable: it could be anything
+		}
+		same := false
+		switch kind {
+		case kindRefund:
+			same = o.SaleID == m.SaleID && o.Amount == m.Amount
+		case kindPlanChange:
+			same = o.SubscriptionID == m.SubscriptionID && o.OfferID == m.OfferID
+		}
+		if same {
+			return strings.TrimPrefix(r.OperationID, prefix), nil
+		}
+	}
+	return "", nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // opMeta is what the engine keeps in Record.Meta: enough to look the
@@ -36,10 +38,16 @@ type opMeta struct {
 	// time; zero means unknown (then time excludes nothing).
 	Floor       time.Time `json:"floor,omitzero"`
 	SharedFloor time.Time `json:"shared_floor,omitzero"`
+	// FloorOK: the client that fixed Floor had validated its estimate of the
+	// API's clock (servertime.go); only then may Floor exclude effects.
+	FloorOK bool `json:"floor_ok,omitempty"`
 
-	// TrustAfter is when a "not found" becomes conclusive (client clock:
-	// it measures a duration since our own send).
-	TrustAfter time.Time `json:"trust_after,omitzero"`
+	// TrustAfter is when a "not found" becomes conclusive, on the clock of
+	// the client that set it; TrustAfterStore is the same moment on the key
+	// store's clock, which every host shares. Both must have passed: a host
+	// whose clock runs ahead would otherwise trust a not-found early.
+	TrustAfter      time.Time `json:"trust_after,omitzero"`
+	TrustAfterStore time.Time `json:"trust_after_store,omitzero"`
 
 	// Saw2xx: a 2xx the SDK could not verify answered this key, so the
 	// effect may well exist: never "not found", never resent. Unclear lists
@@ -53,7 +61,8 @@ func (m opMeta) equal(o opMeta) bool {
 	return m.Path == o.Path && m.ExternalReference == o.ExternalReference && m.OfferID == o.OfferID && m.Method == o.Method &&
 		m.Amount == o.Amount && m.SaleID == o.SaleID && m.SubscriptionID == o.SubscriptionID &&
 		slices.Equal(m.Snapshot, o.Snapshot) && m.Snapshotted == o.Snapshotted && m.SnapshotOffer == o.SnapshotOffer &&
-		m.Floor.Equal(o.Floor) && m.SharedFloor.Equal(o.SharedFloor) && m.TrustAfter.Equal(o.TrustAfter) &&
+		m.Floor.Equal(o.Floor) && m.SharedFloor.Equal(o.SharedFloor) && m.FloorOK == o.FloorOK &&
+		m.TrustAfter.Equal(o.TrustAfter) && m.TrustAfterStore.Equal(o.TrustAfterStore) &&
 		m.Saw2xx == o.Saw2xx && slices.Equal(m.Unclear, o.Unclear)
 }
 
@@ -70,12 +79,29 @@ func (m opMeta) exclusionFloor() time.Time {
 	return m.Floor
 }
 
+// fillStoreTrust gives a record read from the store a trust moment on the
+// store's clock when it has none (written by an earlier version, or saved
+// before the lease told this client the store's clock): counted from the
+// record's last write, which came after the send (unknown), or just before
+// it (pending: allow for the token fetch too).
+func (m *opMeta) fillStoreTrust(rec keystore.Record, p RetryPolicy) {
+	if !m.TrustAfterStore.IsZero() || rec.UpdatedAt.IsZero() {
+		return
+	}
+	d := p.trustDelay()
+	if rec.State == keystore.StatePending {
+		d += p.AttemptTimeout
+	}
+	m.TrustAfterStore = rec.UpdatedAt.Add(d)
+}
+
 // resetAttempts forgets what a series of attempts learned, when the record
 // is proven not executed (every earlier attempt unprocessed): the next send
 // starts a new series with its own snapshot and floor (SAFETY rule 11).
 func (m *opMeta) resetAttempts() {
 	m.Snapshot, m.Snapshotted, m.SnapshotOffer = nil, false, ""
-	m.Floor, m.SharedFloor, m.TrustAfter = time.Time{}, time.Time{}, time.Time{}
+	m.Floor, m.SharedFloor, m.FloorOK = time.Time{}, time.Time{}, false
+	m.TrustAfter, m.TrustAfterStore = time.Time{}, time.Time{}
 	m.Saw2xx, m.Unclear = false, nil
 }
 

@@ -57,7 +57,8 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		}
 		return nil, fmt.Errorf("pagpolar: operation %q: %w: %w", opID, ErrStoreUnavailable, err)
 	}
-	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}, owner: owner}
+	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}, owner: owner, leaseAt: c.clock.Now()}
+	e.noteLease(rec)
 	defer e.release()
 	if rec.State.Settled() { // settled between Get and Acquire
 		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Attempts: rec.Attempts}, nil
@@ -74,9 +75,9 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		return &ResumeResult{OperationID: opID, Key: rec.Key, State: e.rec.State, Attempts: e.rec.Attempts}, nil
 	}
 	if e.meta.TrustAfter.IsZero() {
-		p := c.policy
-		e.meta.TrustAfter = rec.LastSentAt.Add(p.ProcessingWindow + p.WindowMargin + p.SettleDelay)
+		e.meta.TrustAfter = rec.LastSentAt.Add(c.policy.trustDelay())
 	}
+	e.meta.fillStoreTrust(rec, c.policy)
 	_, serr := e.settle(ctx, false, wait)
 	if !wait && !e.rec.State.Settled() {
 		// Touch the unsettled record so it moves behind newer ones in

@@ -195,8 +195,9 @@ func (p RetryPolicy) nextWait(b BackOff, retryAfter time.Duration) time.Duration
 // RetryBudget limits retries client-wide, so that an API that is failing
 // is not hit by every caller's retries at once (in the spirit of gRPC retry
 // throttling and the AWS SDK retry quota). Every retry — a resend, or a
-// repeated read — spends one token; every definite answer from the API earns
-// Ratio tokens, up to MaxTokens. First attempts are never blocked. In the
+// repeated read — spends one token; every definite answer from the API to a
+// money request earns Ratio tokens, up to MaxTokens (reads answered while
+// money requests are shed must not keep the retries going). First attempts are never blocked. In the
 // long run retries stay below Ratio × answered requests, plus a burst of
 // MaxTokens: during a full outage (no answers) at most MaxTokens retries are
 // sent in all, then none until the API answers again. Safe for concurrent

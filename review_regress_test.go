@@ -138,6 +138,7 @@ func TestReviewRegression_SettleStoreErrorIsNotOutcomeUnknown(t *testing.T) {
 			st.armed.Store(true)
 		}
 	}))
+	f.warm(t, c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 	_, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-renew", Customer: goodCustomer})
@@ -156,6 +157,7 @@ func TestReviewRegression_SlowLookupsLoseLease(t *testing.T) {
 	pol.AttemptTimeout = 80 * time.Millisecond
 	pol.LeaseTTL = 300 * time.Millisecond
 	f := newFixture(t, nil, WithRetryPolicy(pol))
+	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.FaultHold, Delay: 150 * time.Millisecond})
 	_, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-slowlk", Customer: goodCustomer})

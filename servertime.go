@@ -33,6 +33,12 @@ type serverClock struct {
 	samples  [9]clockSample
 	n, next  int
 	disabled bool
+	// validated: one of the API's own fresh answers to this client carried
+	// a creation time consistent with the bound (within half the
+	// tolerance). Until then the bound excludes nothing: a gateway that
+	// writes its own Date, or creation times in a mislabelled zone, would
+	// otherwise exclude the operation's own effect.
+	validated bool
 }
 
 type clockSample struct {
@@ -90,6 +96,41 @@ func (s *serverClock) floor(now time.Time) (time.Time, bool) {
 	}
 	slices.SortFunc(bounds, func(a, b time.Time) int { return a.Compare(b) })
 	return bounds[(len(bounds)-1)/2], true
+}
+
+// off reports whether the estimator was switched off.
+func (s *serverClock) off() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.disabled
+}
+
+// usable reports whether the bound may exclude effects: validated and not
+// switched off.
+func (s *serverClock) usable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.validated && !s.disabled
+}
+
+// check is the self-test, on one of our own fresh effects: created at
+// created (precision res) for a first send whose bound was floor. It
+// validates the estimator when the effect sits comfortably after the bound,
+// and switches it off for good when the time rule would have excluded it.
+// It reports whether it switched it off now.
+func (s *serverClock) check(created time.Time, res time.Duration, floor time.Time, tol time.Duration) (disabledNow bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.disabled:
+		return false
+	case created.Add(res + tol).Before(floor):
+		s.disabled = true
+		return true
+	case !created.Add(res + tol/2).Before(floor):
+		s.validated = true
+	}
+	return false
 }
 
 // disable switches the estimator off (see the type's comment); it reports

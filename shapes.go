@@ -31,14 +31,18 @@ type shapes struct {
 }
 
 // method returns the method a spelling means: by the tables, or learned.
-func (s *shapes) method(raw string) (string, bool) {
+// learned says it comes from one answer of this API, not from the tables:
+// such a spelling may confirm that a sale is an operation's, never prove
+// that it is another's (an API that reports a channel, "online", for
+// several methods would teach one of them).
+func (s *shapes) method(raw string) (m string, known, learned bool) {
 	if m, ok := wire.CanonicalMethod(raw); ok {
-		return m, true
+		return m, true, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.methods[wire.Normalize(raw)]
-	return m, ok && m != ""
+	return m, ok && m != "", true
 }
 
 // learnMethod records that the API spells sent as raw.

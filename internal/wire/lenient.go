@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -164,52 +165,74 @@ func (a Amount) Best() int64 {
 	return a.Centavos[0]
 }
 
-// Amount reads a money field.
+// Amount reads a money field: a JSON number or a string. Every reading a
+// plausible server could mean is kept: an integer is centavos (as the SDK
+// assumes) or whole reais; a number with a fraction is reais, and also
+// centavos when the fraction is zero (1500.0: a float column of centavos);
+// a string is read with "." and then "," as the decimal separator
+// ("15.000" is fifteen thousand, or fifteen).
 func (o Object) Amount(names []string) Amount {
 	v, ok := o.raw(names)
 	if !ok {
 		return Amount{}
 	}
 	b := bytes.TrimSpace(v)
-	text := string(b)
+	var texts []string
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if json.Unmarshal(b, &s) != nil {
 			return Amount{State: Unreadable}
 		}
-		text = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "R$"))
-		text = strings.TrimSpace(text)
-		// "1.234,56" (Brazilian) and "1,234.56": the last separator is the
-		// decimal one when two digits or fewer follow it.
-		if i := strings.LastIndexAny(text, ".,"); i >= 0 && len(text)-i-1 <= 2 && len(text)-i-1 > 0 {
-			text = strings.NewReplacer(".", "", ",", "").Replace(text[:i]) + "." + text[i+1:]
-		} else {
-			text = strings.NewReplacer(".", "", ",", "").Replace(text)
+		s = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "R$"))
+		s = strings.ReplaceAll(s, " ", "")
+		texts = append(texts, strings.ReplaceAll(s, ",", ""))                               // "." decimal, "," thousands
+		texts = append(texts, strings.ReplaceAll(strings.ReplaceAll(s, ".", ""), ",", ".")) // "," decimal, "." thousands
+	} else {
+		texts = []string{string(b)}
+	}
+	out := Amount{}
+	for _, t := range texts {
+		for _, c := range readingsOf(t) {
+			if !slices.Contains(out.Centavos, c) {
+				out.Centavos = append(out.Centavos, c)
+			}
 		}
 	}
-	if text == "" {
+	if len(out.Centavos) == 0 {
 		return Amount{State: Unreadable}
 	}
-	if !strings.ContainsAny(text, ".eE") {
-		n, err := strconv.ParseInt(text, 10, 64)
+	out.State = Read
+	return out
+}
+
+// readingsOf is what a decimal number written as t can mean, in centavos.
+func readingsOf(t string) []int64 {
+	if t == "" || strings.Count(t, ".") > 1 {
+		return nil
+	}
+	if !strings.ContainsAny(t, ".eE") {
+		n, err := strconv.ParseInt(t, 10, 64)
 		if err != nil || n < 0 {
-			return Amount{State: Unreadable}
+			return nil
 		}
-		out := Amount{State: Read, Centavos: []int64{n}}
+		out := []int64{n}
 		if n <= math.MaxInt64/100 {
-			out.Centavos = append(out.Centavos, n*100)
+			out = append(out, n*100)
 		}
 		return out
 	}
-	f, err := strconv.ParseFloat(text, 64)
+	f, err := strconv.ParseFloat(t, 64)
 	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || f > 1e15 {
-		return Amount{State: Unreadable}
+		return nil
 	}
-	c := math.Round(f * 100)
-	if math.Abs(c-f*100) > 1e-6*math.Max(1, f*100) {
-		return Amount{State: Unreadable} // fractions of a centavo: not money as the SDK knows it
+	var out []int64
+	if c := math.Round(f * 100); math.Abs(c-f*100) <= 1e-6*math.Max(1, f*100) {
+		out = append(out, int64(c)) // reais
 	}
-	return Amount{State: Read, Centavos: []int64{int64(c)}}
+	if f == math.Trunc(f) {
+		out = append(out, int64(f)) // centavos written as a float
+	}
+	return out
 }
 
 // Time reads a time field. A time without a zone is Unreadable (its zone

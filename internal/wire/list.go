@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -46,10 +47,17 @@ var (
 		{"continuation_token", "continuation_token"}, {"continuationToken", "continuationToken"},
 		{"end_cursor", "after"}, {"endCursor", "after"},
 	}
-	// objects that may hold the markers.
-	pagingHolders = []string{"meta", "pagination", "paging", "page_info", "pageInfo", "links", "_links"}
-	// words that make an unknown member look like a paging marker.
-	pagingWords = []string{"page", "cursor", "next", "more", "offset", "continu", "total", "limit", "token", "after", "skip"}
+	// words that make an unknown member (at any depth, or an X- response
+	// header) look like a paging marker: English and Portuguese.
+	pagingWords = []string{"page", "pagin", "pagina", "página", "cursor", "next", "more", "offset", "continu", "total",
+		"limit", "token", "after", "skip", "proxim", "próxim", "mais", "count"}
+	// words that make an X- response header look like paging (narrower:
+	// X-RateLimit-Limit or X-Total-Time are not).
+	headerWords = []string{"page", "pagin", "pagina", "cursor", "next", "more", "offset", "continu", "total-count", "totalcount", "proxim"}
+	// response headers that carry paging, by role.
+	headerTotal   = []string{"X-Total-Count", "X-Total"}
+	headerNextURL = []string{"X-Next-Page-Url", "X-Next"}
+	headerHasMore = []string{"X-Has-More"}
 )
 
 // ParseList reads one page of a list answer: a JSON array, or an object
@@ -62,7 +70,7 @@ func ParseList(body []byte, header http.Header) (ListPage, error) {
 		if err := json.Unmarshal(b, &page.Items); err != nil {
 			return ListPage{}, fmt.Errorf("wire: list: %w", err)
 		}
-		page.Next = linkNext(header)
+		page.Next = decideNext(Object{}, nil, len(page.Items), header)
 		return page, nil
 	}
 	o, err := ParseObject(b)
@@ -86,57 +94,70 @@ func ParseList(body []byte, header http.Header) (ListPage, error) {
 	return page, nil
 }
 
-// markers gathers the paging members of o and its holder objects.
+// markers gathers the paging members of a list answer, at any depth
+// outside the items: known ones by name (the first of each name found),
+// and the names of unknown members that look like paging. An object is a
+// container and is searched; only scalars and arrays are judged. A known
+// next-link member holding an object ({"href": ...}) is kept whole, and so
+// is an array of link objects with rel "next".
 func markers(o Object, itemsKey string) (Object, []string) {
 	m := Object{}
 	var unknown []string
-	add := func(src Object, prefix string) {
+	var walk func(src Object, prefix string, depth int)
+	walk = func(src Object, prefix string, depth int) {
 		for k, v := range src {
-			if prefix == "" && k == itemsKey {
+			if depth == 0 && k == itemsKey {
 				continue
 			}
-			if prefix == "" && isHolder(k) {
-				continue
-			}
-			if known(k) {
+			b := bytes.TrimSpace(v)
+			switch {
+			case known(k):
 				if _, dup := m[k]; !dup {
 					m[k] = v
 				}
-				continue
-			}
-			if looksLikePaging(k) {
+			case len(b) > 0 && b[0] == '{' && depth < 6:
+				if inner, err := ParseObject(v); err == nil {
+					walk(inner, prefix+k+".", depth+1)
+				}
+			case len(b) > 0 && b[0] == '[':
+				if next, ok := relNext(v); ok {
+					if _, dup := m["next"]; !dup {
+						m["next"], _ = json.Marshal(next)
+					}
+				} else if looksLikePaging(k) {
+					unknown = append(unknown, prefix+k)
+				}
+			case looksLikePaging(k):
 				unknown = append(unknown, prefix+k)
 			}
 		}
 	}
-	add(o, "")
-	for _, h := range pagingHolders {
-		if v, ok := o[h]; ok {
-			if inner, err := ParseObject(v); err == nil {
-				add(inner, h+".")
-			} else if !isNull(v) {
-				unknown = append(unknown, h)
-			}
-		}
-	}
+	walk(o, "", 0)
 	return m, unknown
 }
 
-func isHolder(k string) bool {
-	for _, h := range pagingHolders {
-		if k == h {
-			return true
+// relNext reads an array of link objects ({"rel": "next", "href": ...}).
+func relNext(v json.RawMessage) (string, bool) {
+	var links []struct {
+		Rel  string `json:"rel"`
+		Href string `json:"href"`
+		URL  string `json:"url"`
+	}
+	if json.Unmarshal(v, &links) != nil {
+		return "", false
+	}
+	for _, l := range links {
+		if strings.EqualFold(l.Rel, "next") && l.Href+l.URL != "" {
+			return l.Href + l.URL, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func known(k string) bool {
 	for _, set := range [][]string{pagingHasMore, pagingNextURL, pagingTotalPages, pagingPage, pagingTotal, pagingLimit, pagingOffset} {
-		for _, n := range set {
-			if k == n {
-				return true
-			}
+		if slices.Contains(set, k) {
+			return true
 		}
 	}
 	for _, c := range pagingCursor {
@@ -157,13 +178,80 @@ func looksLikePaging(k string) bool {
 	return false
 }
 
+// headerPaging reads the paging a page's response headers carry: what
+// the SDK follows or checks, and the names of X- headers that look like
+// paging it does not know.
+type headerPaging struct {
+	total         int
+	hasTotal      bool
+	next          string
+	more, hasMore bool
+	unknown       []string
+}
+
+func readHeaderPaging(h http.Header) headerPaging {
+	var p headerPaging
+	for name := range h {
+		canon := http.CanonicalHeaderKey(name)
+		switch {
+		case slices.Contains(headerTotal, canon):
+			n, err := strconv.Atoi(strings.TrimSpace(h.Get(canon)))
+			if err != nil || n < 0 {
+				p.unknown = append(p.unknown, canon)
+				continue
+			}
+			p.total, p.hasTotal = n, true
+		case slices.Contains(headerNextURL, canon):
+			p.next = strings.TrimSpace(h.Get(canon))
+		case slices.Contains(headerHasMore, canon):
+			v := strings.ToLower(strings.TrimSpace(h.Get(canon)))
+			p.more, p.hasMore = v == "true" || v == "1", true
+		case strings.HasPrefix(canon, "X-") && headerLooksLikePaging(canon):
+			p.unknown = append(p.unknown, canon)
+		}
+	}
+	slices.Sort(p.unknown)
+	return p
+}
+
+func headerLooksLikePaging(name string) bool {
+	l := strings.ToLower(name)
+	if strings.Contains(l, "ratelimit") || strings.Contains(l, "rate-limit") {
+		return false
+	}
+	for _, w := range headerWords {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
+}
+
 func nextOf(o Object, itemsKey string, n int, header http.Header) NextPage {
 	m, unknown := markers(o, itemsKey)
+	return decideNext(m, unknown, n, header)
+}
+
+// decideNext turns a page's markers (body and headers) into what follows
+// it.
+func decideNext(m Object, unknown []string, n int, header http.Header) NextPage {
+	hp := readHeaderPaging(header)
+	unknown = append(unknown, hp.unknown...)
 	if len(unknown) > 0 {
-		return NextPage{Problem: fmt.Sprintf("the list carries paging members the SDK does not know (%s)", strings.Join(unknown, ", "))}
+		slices.Sort(unknown)
+		return NextPage{Problem: fmt.Sprintf("the list carries paging the SDK does not know (%s)", strings.Join(unknown, ", "))}
 	}
 	if l := linkNext(header); l.URL != "" {
 		return l
+	}
+	if hp.next != "" {
+		return NextPage{URL: hp.next}
+	}
+	if hp.hasMore && hp.more {
+		return NextPage{Problem: "the list's X-Has-More says there is more, with no link the SDK can follow"}
+	}
+	if hp.hasTotal && hp.total > n && len(m) == 0 {
+		return NextPage{Problem: fmt.Sprintf("the list's %s header counts %d items and it returned %d", headerTotal[0], hp.total, n)}
 	}
 	// A link to the next page, as a URL or a bare cursor.
 	if v, st := m.Str(pagingNextURL); st == Read {

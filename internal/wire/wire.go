@@ -276,47 +276,55 @@ const (
 // of a nested object ("offer.identifier" is {"offer":{"identifier":...}}).
 var (
 	FieldID                = []string{"identifier", "id"}
-	FieldExternalReference = []string{"external_reference", "externalReference", "reference", "external_id"}
+	FieldExternalReference = []string{"external_reference", "externalReference"} // not "reference": it may be the API's own code
 	FieldPaymentMethod     = []string{"payment_method", "paymentMethod", "method", "payment_type", "payment.method"}
 	FieldOffer             = []string{"offer_identifier", "offer_id", "offerIdentifier", "offerId", "offer.identifier", "offer.id", "offer"}
 	FieldFromOffer         = []string{"from_offer_identifier", "from_offer_id", "fromOfferIdentifier", "previous_offer_identifier", "from_offer.identifier", "from_offer.id"}
 	FieldSubscriptionID    = []string{"subscription_id", "subscriptionId", "subscription_identifier", "subscription.id", "subscription.identifier"}
 	FieldSaleID            = []string{"sale_identifier", "sale_id", "saleIdentifier", "saleId", "sale.identifier", "sale.id", "transaction_id"}
 	FieldStatus            = []string{"status", "state"}
-	FieldAmount            = []string{"amount", "amount_cents", "value", "total"}
+	FieldAmount            = []string{"amount", "amount_cents", "value", "valor"} // not "total": a sale's total is not a refund's amount
 	FieldCreatedAt         = []string{"created_at", "createdAt", "creation_date", "created", "date_created"}
 	FieldPlanChanges       = []string{"plan_changes", "planChanges"}
 )
 
 // Payment-method spellings → the SDK's method. Lookup is case-insensitive,
-// with "-" and " " read as "_".
+// with "-" and " " read as "_". Methods the SDK never sends are listed so
+// that they are recognised; whether one proves a sale is not an
+// operation's is decided by family (MethodFamily).
 var MethodSpellings = map[string]string{
 	"pix":               MethodPix,
 	"boleto":            MethodBoleto,
+	"boleto_bancario":   MethodBoleto,
+	"boleto_bancário":   MethodBoleto,
 	"bank_slip":         MethodBoleto,
 	"bankslip":          MethodBoleto,
 	"credit_card":       MethodCreditCard,
 	"creditcard":        MethodCreditCard,
 	"card":              MethodCreditCard,
 	"cartao":            MethodCreditCard,
-	"cartao_de_credito": MethodCreditCard,
 	"cartão":            MethodCreditCard,
+	"cartao_de_credito": MethodCreditCard,
 	"cartão_de_crédito": MethodCreditCard,
-	"debit_card":        "debit_card", // recognised, and never one of ours
+	"debit_card":        "debit_card",
 	"cartao_de_debito":  "debit_card",
 	"cartão_de_débito":  "debit_card",
-	"bank_transfer":     "bank_transfer",
-	"transferencia":     "bank_transfer",
-	"transferência":     "bank_transfer",
-	"wallet":            "wallet",
-	"digital_wallet":    "wallet",
-	"paypal":            "wallet",
-	"apple_pay":         "wallet",
-	"google_pay":        "wallet",
-	"boleto_bancario":   MethodBoleto,
-	"boleto_bancário":   MethodBoleto,
-	"pix_automatico":    "pix_automatic", // a different product than a PIX charge
+	"pix_automatico":    "pix_automatic",
 	"pix_automático":    "pix_automatic",
+}
+
+// MethodFamily groups methods that a payment could be reported under
+// interchangeably (a combo card settled as debit is still the card charge
+// that was asked for). Only methods of different families prove that a
+// sale is not an operation's.
+func MethodFamily(m string) string {
+	switch m {
+	case MethodCreditCard, "debit_card":
+		return "card"
+	case MethodPix, "pix_automatic":
+		return "pix"
+	}
+	return m
 }
 
 // StatusClass is what a status says about an effect.
@@ -348,11 +356,13 @@ var (
 		"refunded": StatusCreated, "done": StatusCreated,
 		RefundStatusFailed: StatusRefused, "rejected": StatusRefused, "refused": StatusRefused, "denied": StatusRefused,
 	}
+	// No refusals: a subscription marked failed may still be retrying its
+	// payment (a declined card subscribe is a declined sale, not a
+	// subscription).
 	SubscriptionStatuses = map[string]StatusClass{
 		SubscriptionStatusActive: StatusCreated, SubscriptionStatusPending: StatusCreated, SubscriptionStatusDelayed: StatusCreated,
 		SubscriptionStatusCanceled: StatusCreated, "cancelled": StatusCreated, "trialing": StatusCreated, "past_due": StatusCreated,
 		"overdue": StatusCreated, "waiting_payment": StatusCreated, "paused": StatusCreated,
-		"refused": StatusRefused, "declined": StatusRefused, "failed": StatusRefused, "rejected": StatusRefused,
 	}
 	PlanChangeStatuses = map[string]StatusClass{
 		PlanChangeStatusApplied: StatusCreated, "completed": StatusCreated, "succeeded": StatusCreated, "done": StatusCreated,

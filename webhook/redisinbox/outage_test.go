@@ -87,7 +87,7 @@ func testRedisURL(t *testing.T) *url.URL {
 func insertTime(t *testing.T, s *redisinbox.Store, ctx context.Context) time.Duration {
 	t.Helper()
 	start := time.Now()
-	_, _, err := s.Insert(ctx, webhook.Record{Key: "k", Event: "TRANSACTION_PAID", Entity: "sale:1", Payload: []byte("{}")}, time.Now())
+	_, _, err := s.Insert(ctx, webhook.Record{Key: "k", Event: "TRANSACTION_PAID", Entity: "sale:1", Payload: []byte("{}")})
 	took := time.Since(start)
 	if !errors.Is(err, webhook.ErrUnavailable) {
 		t.Fatalf("Insert with Redis gone: %v, want ErrUnavailable", err)
