@@ -3,6 +3,7 @@ package pagpolar
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,6 +20,10 @@ import (
 const (
 	testWindow = 300 * time.Millisecond // the fake's in-processing mark
 )
+
+// quiet is the tests' logger: the SDK's warnings are expected in most of
+// them (run with -v and a logger of your own to see them).
+var quiet = slog.New(slog.DiscardHandler)
 
 func testPolicy() RetryPolicy {
 	return RetryPolicy{
@@ -49,7 +54,7 @@ func newFixture(t *testing.T, srvOpts []pagpolartest.Option, opts ...Option) *fi
 	clk := pagpolartest.NewClock()
 	srv := pagpolartest.NewServer(t, append([]pagpolartest.Option{pagpolartest.WithClock(clk), pagpolartest.WithProcessingWindow(testWindow)}, srvOpts...)...)
 	store := keystore.NewMemoryWithClock(clk)
-	all := append([]Option{WithBaseURL(srv.URL), WithStore(store), WithClock(clk), WithRetryPolicy(testPolicy()),
+	all := append([]Option{WithBaseURL(srv.URL), WithStore(store), WithClock(clk), WithRetryPolicy(testPolicy()), WithLogger(quiet),
 		WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}})}, opts...)
 	c, err := NewClient(srv.CredentialID, StaticToken(srv.Token), all...)
 	if err != nil {
@@ -64,7 +69,7 @@ func newFixture(t *testing.T, srvOpts []pagpolartest.Option, opts ...Option) *fi
 // another host) with its own options.
 func (f *fixture) client(t *testing.T, opts ...Option) *Client {
 	t.Helper()
-	all := append([]Option{WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy())}, opts...)
+	all := append([]Option{WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet)}, opts...)
 	c, err := NewClient(f.srv.CredentialID, StaticToken(f.srv.AddToken(f.srv.CredentialID)), all...)
 	if err != nil {
 		t.Fatal(err)

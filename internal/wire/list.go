@@ -253,7 +253,17 @@ func decideNext(m Object, unknown []string, n int, header http.Header) NextPage 
 	if hp.hasTotal && hp.total > n && len(m) == 0 {
 		return NextPage{Problem: fmt.Sprintf("the list's %s header counts %d items and it returned %d", headerTotal[0], hp.total, n)}
 	}
-	// A link to the next page, as a URL or a bare cursor.
+	// A link to the next page, as a URL, a link object or a bare cursor.
+	if raw, ok := m.raw(pagingNextURL); ok && len(bytes.TrimSpace(raw)) > 0 && bytes.TrimSpace(raw)[0] == '{' {
+		var h struct {
+			Href string `json:"href"`
+			URL  string `json:"url"`
+		}
+		if json.Unmarshal(raw, &h) == nil && h.Href+h.URL != "" {
+			return NextPage{URL: h.Href + h.URL}
+		}
+		return NextPage{Problem: "the list's next-page member is an object the SDK does not read"}
+	}
 	if v, st := m.Str(pagingNextURL); st == Read {
 		if strings.ContainsAny(v, "/?") || strings.HasPrefix(v, "http") {
 			return NextPage{URL: v}
