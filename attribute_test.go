@@ -101,9 +101,13 @@ func TestAttributeFound(t *testing.T) {
 		{"subscription without created_at and method, no snapshot", effSubscription, `{"id":"sub_9","external_reference":"o1","offer_identifier":"offer-basic","status":"active"}`,
 			func() opFacts { f := pixFacts(); f.kind = kindSubscribe; return f }, attrUnclear},
 		{"plan change to another offer", effPlanChange, `{"id":"pc9","offer_identifier":"plan-basic","status":"applied","created_at":"` + ts(time.Second) + `"}`,
-			func() opFacts { return opFacts{kind: kindPlanChange, subID: "sub_1", offer: "plan-pro", snapshotted: true, shapes: &shapes{}} }, attrUnclear},
+			func() opFacts {
+				return opFacts{kind: kindPlanChange, subID: "sub_1", offer: "plan-pro", snapshotted: true, shapes: &shapes{}}
+			}, attrUnclear},
 		{"plan change scheduled", effPlanChange, `{"id":"pc9","offer_identifier":"plan-pro","status":"scheduled"}`,
-			func() opFacts { return opFacts{kind: kindPlanChange, subID: "sub_1", offer: "plan-pro", snapshotted: true, shapes: &shapes{}} }, attrUnclear},
+			func() opFacts {
+				return opFacts{kind: kindPlanChange, subID: "sub_1", offer: "plan-pro", snapshotted: true, shapes: &shapes{}}
+			}, attrUnclear},
 	}
 	for _, c := range cases {
 		e, err := readEffect(c.kind, []byte(c.body))
