@@ -141,6 +141,16 @@ func posts(srv *pagpolartest.Server) int {
 	return n
 }
 
+func reads(srv *pagpolartest.Server) int {
+	n := 0
+	for _, r := range srv.Ledger().Requests {
+		if r.Method == http.MethodGet {
+			n++
+		}
+	}
+	return n
+}
+
 // BenchmarkRequestsPerOrder measures requests per PIX order while the API
 // sheds a share p of requests with its own 503. The ideal, retrying until
 // success, is 1/(1-p); the retry budget may refuse some retries at high p
@@ -168,6 +178,7 @@ func BenchmarkRequestsPerOrder(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(posts(srv))/float64(b.N), "requests/order")
+			b.ReportMetric(float64(reads(srv))/float64(b.N), "reads/order")
 			b.ReportMetric(1/(1-p), "ideal-requests/order")
 			b.ReportMetric(float64(notExecuted)/float64(b.N), "not-executed/order")
 		})

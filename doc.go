@@ -1,8 +1,10 @@
-// Package pagpolar is a client for the PagPolar payment API that moves money
-// exactly once: at most one successful effect per business operation (a PIX,
-// boleto or card charge, a subscription, a plan change, a refund), and every
-// operation ends with a known outcome — or with an explicit
-// ErrOutcomeUnknown that a later call settles.
+// Package pagpolar is a client for the PagPolar payment API that promises
+// at most one successful effect per business operation (a PIX, boleto or
+// card charge, a subscription, a plan change, a refund), and a known outcome
+// for every operation — or an explicit ErrOutcomeUnknown that a later call
+// settles. Where it cannot be sure (an answer in a shape it cannot verify),
+// it says "unknown"; it never concludes "not found", "failed" or "not
+// executed" from a guess, and never resends on one.
 //
 // # How
 //
@@ -17,9 +19,11 @@
 //     after backoff and within a client-wide retry budget;
 //   - after an ambiguous attempt (500/502/504, a lost answer, a timeout, a
 //     409 for a request still running), looks the effect up by
-//     external_reference (or the sale's refunds, or the subscription) and
-//     resends only when the lookup says "not found" and the original request
-//     must have ended (the API's 60 s in-processing window has passed);
+//     external_reference (or the sale's refunds, or the subscription), every
+//     page of it, attributes what it finds to this operation only on proof
+//     (attribute.go), and resends only when the lookup says "not found" and
+//     the original request must have ended (the API's 60 s in-processing
+//     window has passed);
 //   - checks every 2xx against the request (a replay returns the first
 //     answer for the key, whatever was sent now);
 //   - lets one worker at a time act on an operation (a lease with a fencing
@@ -39,5 +43,7 @@
 //
 // A server that keeps processing past its in-processing window, a lookup that
 // lags longer than RetryPolicy.SettleDelay, and two hosts with separate
-// stores and random keys can still produce a second effect; see README.md.
+// stores and random keys can still produce a second effect; see README.md,
+// which also lists what the SDK assumes about the API's shapes and what it
+// does when an assumption is wrong.
 package pagpolar

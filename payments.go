@@ -72,7 +72,8 @@ func orDefault(opID, kind, ref string) string {
 	return kind + ":" + ref
 }
 
-// Pix creates a PIX sale exactly once per operation.
+// Pix creates a PIX sale, at most once per operation (and says which, or
+// that it cannot tell yet).
 //
 // Before sending, the operation is recorded in the key store; a failing
 // store returns ErrStoreUnavailable and nothing is sent. Errors:
@@ -97,7 +98,7 @@ func (s *PaymentsService) Pix(ctx context.Context, p PixParams) (*Charge, error)
 	return s.charge(ctx, spec)
 }
 
-// Boleto creates a boleto sale exactly once per operation. Errors as Pix.
+// Boleto creates a boleto sale, at most once per operation. Errors as Pix.
 func (s *PaymentsService) Boleto(ctx context.Context, p BoletoParams) (*Charge, error) {
 	if err := validateCharge(p.OfferID, p.ExternalReference, p.Customer, p.OperationID); err != nil {
 		return nil, err
@@ -115,7 +116,7 @@ func (s *PaymentsService) Boleto(ctx context.Context, p BoletoParams) (*Charge, 
 	return s.charge(ctx, spec)
 }
 
-// CreditCard creates a card sale exactly once per operation. A decline
+// CreditCard creates a card sale, at most once per operation. A decline
 // returns an error matching ErrDeclined; the operation is then failed and a
 // new attempt needs a new OperationID. Other errors as Pix.
 func (s *PaymentsService) CreditCard(ctx context.Context, p CreditCardParams) (*Charge, error) {

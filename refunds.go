@@ -28,7 +28,7 @@ type RefundResult struct {
 	Operation Operation
 }
 
-// Create refunds Amount of a sale exactly once per operation. Before the
+// Create refunds Amount of a sale, at most once per operation. Before the
 // first send it lists the sale's existing refunds, so that a lost answer can
 // be settled by telling this refund from earlier ones (SAFETY rule 11).
 // Errors as PaymentsService.Pix; a refund larger than what is left answers

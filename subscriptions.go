@@ -43,7 +43,7 @@ type PlanChangeResult struct {
 	Operation  Operation
 }
 
-// Subscribe creates a subscription exactly once per operation. A lost answer
+// Subscribe creates a subscription, at most once per operation. A lost answer
 // is settled through GET /subscriptions?external_reference= (an ASSUMED
 // route); where the API does not offer it, an ambiguous subscribe ends in an
 // *OutcomeUnknownError, never in a blind resend. Errors as Pix.
@@ -81,7 +81,7 @@ func (s *SubscriptionsService) Subscribe(ctx context.Context, p SubscribeParams)
 	return &SubscriptionResult{Subscription: sub, Operation: res.op}, nil
 }
 
-// ChangePlan moves a subscription to another plan exactly once per
+// ChangePlan moves a subscription to another plan, at most once per
 // operation. Before the first send it records the subscription's existing
 // plan changes, so a lost answer is settled by finding a new one (SAFETY
 // rule 11). Errors as Pix.
