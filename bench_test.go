@@ -81,7 +81,7 @@ func BenchmarkPix(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("sdk/p%d", par), func(b *testing.B) {
 			srv := pagpolartest.NewServer(b)
-			c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL),
+			c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(keystore.NewMemory()),
 				pagpolar.WithHTTPClient(benchTransport()), pagpolar.WithStore(keystore.NewMemory()))
 			if err != nil {
 				b.Fatal(err)
@@ -160,7 +160,7 @@ func BenchmarkRequestsPerOrder(b *testing.B) {
 		b.Run(fmt.Sprintf("unavailable=%d%%", int(p*100)), func(b *testing.B) {
 			srv := pagpolartest.NewServer(b, pagpolartest.WithProcessingWindow(50*time.Millisecond))
 			srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultUnavailable, Probability: p, Delay: time.Millisecond})
-			c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL),
+			c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(keystore.NewMemory()),
 				pagpolar.WithHTTPClient(benchTransport()), pagpolar.WithRetryPolicy(fastBenchPolicy()))
 			if err != nil {
 				b.Fatal(err)
@@ -190,7 +190,7 @@ func BenchmarkRequestsPerOrder(b *testing.B) {
 func BenchmarkOutage(b *testing.B) {
 	srv := pagpolartest.NewServer(b)
 	srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultUnavailable, Delay: time.Millisecond})
-	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL),
+	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(keystore.NewMemory()),
 		pagpolar.WithHTTPClient(benchTransport()), pagpolar.WithRetryPolicy(fastBenchPolicy()))
 	if err != nil {
 		b.Fatal(err)

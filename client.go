@@ -79,14 +79,15 @@ type Client struct {
 	userAgent    string
 	hook         Hook
 	randomKeys   bool
-	fpSecret     []byte
+	fpSecrets    []fpSecret // current first, then earlier ones that still verify
 	maxOpAge     time.Duration
 	owner        string // lease owner name of this client instance
 	calls        atomic.Uint64
 
-	srvClock serverClock // the API's clock, from its Date headers (rule 12)
-	shapes   shapes      // what the API's own answers taught about its shapes
-	orphans  orphanLeases
+	srvClock   serverClock // the API's clock, from its Date headers (rule 12)
+	shapes     shapes      // what the API's own answers taught about its shapes
+	orphans    orphanLeases
+	unrecorded unrecordedOutcomes
 }
 
 // callOwner names one call's lease: each call is its own worker, so two
@@ -122,9 +123,10 @@ func WithHTTPClient(h *http.Client) Option {
 	}
 }
 
-// WithStore sets the key store. Without it the client uses an in-memory
-// store, which forgets every key on restart: fine for tests, never for
-// production.
+// WithStore sets the key store; NewClient requires one. Use a durable store
+// (keystore/sqlstore, keystore/redisstore) in production; keystore.NewMemory
+// forgets every key on restart, which is fine for tests only and must be
+// passed explicitly.
 func WithStore(s keystore.Store) Option {
 	return func(c *Client) error {
 		if s == nil {
@@ -136,16 +138,15 @@ func WithStore(s keystore.Store) Option {
 }
 
 // WithRetryPolicy sets the policy; zero fields take DefaultRetryPolicy
-// values. A policy whose lease could expire during one attempt and its
-// longest wait is refused.
+// values. A policy under which a worker could lose its own lease between
+// two renewals is refused (a *ValidationError naming the field): LeaseTTL
+// must exceed the longest wait (MaxRetryAfter, LookupInterval) plus a token
+// fetch and an attempt (2×AttemptTimeout).
 func WithRetryPolicy(p RetryPolicy) Option {
 	return func(c *Client) error {
 		p = p.withDefaults()
-		if p.LeaseTTL <= p.AttemptTimeout+p.MaxRetryAfter {
-			return &ValidationError{Field: "RetryPolicy.LeaseTTL", Reason: "must exceed AttemptTimeout + MaxRetryAfter, or a worker could lose its lease mid-attempt"}
-		}
-		if p.LeaseTTL <= p.LookupInterval {
-			return &ValidationError{Field: "RetryPolicy.LeaseTTL", Reason: "must exceed LookupInterval"}
+		if err := p.validate(); err != nil {
+			return err
 		}
 		c.policy = p
 		return nil
@@ -182,16 +183,32 @@ func WithHook(h Hook) Option { return func(c *Client) error { c.hook = h; return
 func WithRandomKeys() Option { return func(c *Client) error { c.randomKeys = true; return nil } }
 
 // WithFingerprintSecret lets the parameter fingerprint cover the customer's
-// personal data and the card token through an HMAC with this secret. Without
-// it, the fingerprint covers only non-sensitive fields (offer, reference,
-// amounts, method, identifiers), so nothing personal can be recovered from
-// the store.
-func WithFingerprintSecret(secret []byte) Option {
+// personal data and the card token through an HMAC with current (at least
+// 16 bytes). Without it, the fingerprint covers only non-sensitive fields
+// (offer, reference, amounts, method, identifiers), so nothing personal can
+// be recovered from the store.
+//
+// Rotating the secret: pass the new secret first and the old ones after it,
+// WithFingerprintSecret(newSecret, oldSecret). New records are
+// fingerprinted with the new one; a record made under an old one is still
+// verified with it (each fingerprint names the secret that made it) and is
+// re-fingerprinted with the new one when it is next written. Drop an old
+// secret once the records made under it are reaped (keystore.Reap; 30 days
+// by default). A record whose secret was dropped is compared on its public
+// fields only (a warning is logged), never refused.
+func WithFingerprintSecret(current []byte, earlier ...[]byte) Option {
 	return func(c *Client) error {
-		if len(secret) < 16 {
-			return errors.New("pagpolar: fingerprint secret must be at least 16 bytes")
+		c.fpSecrets = nil
+		for i, s := range append([][]byte{current}, earlier...) {
+			if len(s) < 16 {
+				field := "current"
+				if i > 0 {
+					field = fmt.Sprintf("earlier[%d]", i-1)
+				}
+				return &ValidationError{Field: "WithFingerprintSecret(" + field + ")", Reason: "a fingerprint secret must be at least 16 bytes"}
+			}
+			c.fpSecrets = append(c.fpSecrets, newFPSecret(s))
 		}
-		c.fpSecret = append([]byte(nil), secret...)
 		return nil
 	}
 }
@@ -226,6 +243,9 @@ func NewClient(credentialID string, tokens TokenSource, opts ...Option) (*Client
 	if tokens == nil {
 		return nil, &ValidationError{Field: "tokens", Reason: "required"}
 	}
+	if st, ok := tokens.(StaticToken); ok && strings.TrimSpace(string(st)) == "" {
+		return nil, &ValidationError{Field: "tokens", Reason: "StaticToken is empty (is the token's environment variable set?)"}
+	}
 	base, _ := url.Parse(DefaultBaseURL)
 	c := &Client{
 		base:         base,
@@ -243,7 +263,8 @@ func NewClient(credentialID string, tokens TokenSource, opts ...Option) (*Client
 		}
 	}
 	if c.store == nil {
-		c.store = keystore.NewMemoryWithClock(c.clock)
+		return nil, &ValidationError{Field: "WithStore", Reason: "required: the key store is what lets the SDK charge at most once across restarts. " +
+			"Pass a durable one (keystore/sqlstore, keystore/redisstore), or keystore.NewMemory() explicitly in tests (it forgets every key on restart)"}
 	}
 	// Never follow redirects: a 302/303 would turn a charge into a GET whose
 	// answer would be read as the charge's. A 3xx is treated as ambiguous.
@@ -404,8 +425,8 @@ func (c *Client) apiError(r *response, key, token string) *APIError {
 	e := &APIError{StatusCode: r.status, RequestID: r.requestID, Key: key, Code: r.code, Message: r.message, FromAPI: r.apiOwn}
 	raw := string(r.body)
 	if token != "" {
-		raw = strings.ReplaceAll(raw, token, "[redacted]")
-		e.Message = strings.ReplaceAll(e.Message, token, "[redacted]")
+		raw = redactToken(raw, token)
+		e.Message = redactToken(e.Message, token)
 	}
 	if len(raw) > 4096 {
 		raw = raw[:4096]
@@ -418,7 +439,38 @@ func redact(err error, token string) error {
 	if token == "" || !strings.Contains(err.Error(), token) {
 		return err
 	}
-	return errors.New(strings.ReplaceAll(err.Error(), token, "[redacted]"))
+	return errors.New(redactToken(err.Error(), token))
+}
+
+// redactToken replaces token in s where it stands as a whole value (not
+// inside a longer run of token characters): a short token must not blot
+// out letters of the words around it.
+func redactToken(s, token string) string {
+	if token == "" {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, token)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + len(token)
+		whole := (i == 0 || !tokenChar(s[i-1]) || s[i-1] == '=') && (end == len(s) || !tokenChar(s[end]))
+		b.WriteString(s[:i])
+		if whole {
+			b.WriteString("[redacted]")
+		} else {
+			b.WriteString(token)
+		}
+		s = s[end:]
+	}
+}
+
+// tokenChar: the characters a bearer token is made of (RFC 6750 b64token).
+func tokenChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~+/=", c) >= 0
 }
 
 // retryAfter parses a Retry-After header in seconds or as an HTTP date; a

@@ -623,7 +623,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 	if err == nil || containsFold(err.Error(), f.srv.Token) {
 		t.Fatalf("error %v", err)
 	}
-	bad, _ := NewClient(f.srv.CredentialID, StaticToken("secret-token-xyz"), WithBaseURL(f.srv.URL), WithRetryPolicy(testPolicy()))
+	bad, _ := NewClient(f.srv.CredentialID, StaticToken("secret-token-xyz"), WithBaseURL(f.srv.URL), WithRetryPolicy(testPolicy()), WithStore(keystore.NewMemory()))
 	_, err = bad.Payments.GetSale(f.ctx, "sale_x")
 	if !errors.Is(err, ErrUnauthorized) || containsFold(err.Error(), "secret-token-xyz") {
 		t.Fatalf("unauthorized: %v", err)

@@ -73,6 +73,14 @@ var (
 	// new attempt needs a new operation ID.
 	ErrRefused = errors.New("pagpolar: refused")
 
+	// ErrNotRecorded: the outcome is known (the error also wraps it: a
+	// decline, the API's refusal, ...) but the key store would not take
+	// it, so the record still says the operation may be in flight. A later
+	// call of the same client answers the same outcome (and writes it); a
+	// call from another process looks the effect up first and sends again
+	// only if the lookup proves nothing was done.
+	ErrNotRecorded = errors.New("pagpolar: outcome not recorded")
+
 	// ErrIncompleteList: a list answer holds paging the SDK cannot follow
 	// (or more pages than it reads), so what was read may not be all.
 	ErrIncompleteList = errors.New("pagpolar: list could not be read whole")

@@ -69,7 +69,7 @@ func ExamplePaymentsService_Pix() {
 func ExampleErrOutcomeUnknown() {
 	srv := fakeAPI()
 	defer srv.Close()
-	client, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token),
+	client, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithStore(keystore.NewMemory()),
 		pagpolar.WithBaseURL(srv.URL), pagpolar.WithRetryPolicy(fastPolicy))
 	if err != nil {
 		log.Fatal(err)
@@ -117,7 +117,7 @@ func ExampleErrOutcomeUnknown() {
 func ExampleRefundsService_Create() {
 	srv := fakeAPI()
 	defer srv.Close()
-	client, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL))
+	client, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(keystore.NewMemory()))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,45 +5,109 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
+	"strconv"
+	"strings"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // Rule 10: the same operation ID with other params is an error, nothing
 // sent. The record keeps a fingerprint of the params, never the params.
+//
+// A fingerprint is "v1:<sha256 of the public fields>" without a secret, or
+// "v2:<sha256 of the public fields>:<key ID>:<HMAC-SHA256 of the private
+// fields>" with one; the key ID (the first 8 bytes of the secret's SHA-256,
+// in hex) names the secret that made the HMAC, so that a record made under
+// an earlier secret is verified with that secret after a rotation. Records
+// written before key IDs existed carry "v1:<public>:<hmac>" and are
+// verified against every configured secret.
 
-// fingerprint returns "v1:<sha256 of public fields>[:<hmac of private fields>]".
-// Only the public part is compared when the stored or the new fingerprint has
-// no private part, so enabling the secret later does not break old records.
-func (c *Client) fingerprint(public, private []string) string {
-	h := sha256.New()
-	for _, f := range public {
-		fmt.Fprintf(h, "%d:%s|", len(f), f)
-	}
-	fp := "v1:" + hex.EncodeToString(h.Sum(nil))
-	if len(c.fpSecret) > 0 {
-		m := hmac.New(sha256.New, c.fpSecret)
-		for _, f := range private {
-			fmt.Fprintf(m, "%d:%s|", len(f), f)
-		}
-		fp += ":" + hex.EncodeToString(m.Sum(nil))
-	}
-	return fp
+// fpSecret is one fingerprint secret and its key ID.
+type fpSecret struct {
+	id  string
+	key []byte
 }
 
-func sameFingerprint(a, b string) bool {
-	if a == b {
-		return true
+func newFPSecret(key []byte) fpSecret {
+	sum := sha256.Sum256(key)
+	return fpSecret{id: hex.EncodeToString(sum[:8]), key: append([]byte(nil), key...)}
+}
+
+// fields is the input of a fingerprint.
+type fields struct{ public, private []string }
+
+func writeFields(h hash.Hash, fs []string) {
+	var buf [20]byte
+	for _, f := range fs {
+		h.Write(strconv.AppendInt(buf[:0], int64(len(f)), 10))
+		h.Write([]byte{':'})
+		h.Write([]byte(f))
+		h.Write([]byte{'|'})
 	}
-	pa, pb := a, b
-	if len(pa) > 67 {
-		pa = pa[:67]
+}
+
+func publicPart(fs []string) string {
+	h := sha256.New()
+	writeFields(h, fs)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func privatePart(key []byte, fs []string) string {
+	m := hmac.New(sha256.New, key)
+	writeFields(m, fs)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// fingerprint returns the fingerprint of f under the current secret.
+func (c *Client) fingerprint(f fields) string {
+	pub := publicPart(f.public)
+	if len(c.fpSecrets) == 0 {
+		return "v1:" + pub
 	}
-	if len(pb) > 67 {
-		pb = pb[:67]
+	cur := c.fpSecrets[0]
+	return "v2:" + pub + ":" + cur.id + ":" + privatePart(cur.key, f.private)
+}
+
+// fingerprintMatch compares a stored fingerprint with the params of a call.
+// rekey says the record was verified under an earlier secret (or before key
+// IDs) and should be re-fingerprinted under the current one.
+//
+// What cannot be verified is not held against the call: a stored
+// fingerprint without a private part, a client without secrets, or a key ID
+// no configured secret has (a secret retired too early: a warning is
+// logged) compare the public parts only — rule 10's documented limit
+// without a secret.
+func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
+	parts := strings.Split(stored, ":")
+	pub := publicPart(f.public)
+	switch {
+	case len(parts) >= 2 && parts[0] == "v1":
+		if parts[1] != pub {
+			return false, false
+		}
+		if len(parts) == 2 || len(c.fpSecrets) == 0 {
+			return true, len(c.fpSecrets) > 0
+		}
+		for _, s := range c.fpSecrets { // legacy "v1:pub:hmac": no key ID
+			if hmac.Equal([]byte(parts[2]), []byte(privatePart(s.key, f.private))) {
+				return true, true
+			}
+		}
+		return false, false
+	case len(parts) == 4 && parts[0] == "v2":
+		if parts[1] != pub {
+			return false, false
+		}
+		for i, s := range c.fpSecrets {
+			if s.id == parts[2] {
+				return hmac.Equal([]byte(parts[3]), []byte(privatePart(s.key, f.private))), i > 0
+			}
+		}
+		c.log.Warn("pagpolar: a record's fingerprint was made with a secret this client no longer has; only its public fields are compared (keep earlier secrets in WithFingerprintSecret until their records are reaped)", "key_id", parts[2])
+		return true, len(c.fpSecrets) > 0
 	}
-	// One side lacks the private part: compare the public parts only.
-	return (len(a) == 67 || len(b) == 67) && pa == pb
+	return stored == c.fingerprint(f), false
 }
 
 // paramsMismatch is the error for a call whose params differ from the

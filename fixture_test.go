@@ -36,7 +36,7 @@ func testPolicy() RetryPolicy {
 		SettleDelay:          60 * time.Millisecond,
 		LookupInterval:       20 * time.Millisecond,
 		MaxSettleWait:        5 * time.Second,
-		LeaseTTL:             4 * time.Second,
+		LeaseTTL:             5 * time.Second,
 		LeaseWaitInterval:    5 * time.Millisecond,
 		ServerClockTolerance: time.Millisecond,
 	}
@@ -69,7 +69,8 @@ func newFixture(t *testing.T, srvOpts []pagpolartest.Option, opts ...Option) *fi
 // another host) with its own options.
 func (f *fixture) client(t *testing.T, opts ...Option) *Client {
 	t.Helper()
-	all := append([]Option{WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet)}, opts...)
+	all := append([]Option{WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet),
+		WithStore(keystore.NewMemoryWithClock(f.srv.Clock))}, opts...) // another host, its own store, unless opts give one
 	c, err := NewClient(f.srv.CredentialID, StaticToken(f.srv.AddToken(f.srv.CredentialID)), all...)
 	if err != nil {
 		t.Fatal(err)

@@ -53,17 +53,14 @@ func (c *Client) idempotencyKey(opID string) string {
 	return uuid.NewSHA1(keyNamespace, []byte(c.credentialID+"\x00"+opID)).String()
 }
 
-// storeID scopes operation IDs by credential inside a shared store, as the
-// API scopes keys by credential.
-func (c *Client) storeID(opID string) string { return c.credentialID + "/" + opID }
-
 // opSpec is one call's operation.
 type opSpec struct {
 	kind string
 	id   string // caller-facing operation ID
 	path string
 	body []byte
-	fp   string
+	fpIn fields // what the fingerprint covers (rule 10)
+	fp   string // its fingerprint under the current secret (set by run)
 	meta opMeta
 }
 
@@ -84,6 +81,9 @@ type exec struct {
 	lastReq string
 	owner   string    // this call's lease owner
 	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
+
+	// storedTerminal: the record as last written is terminal.
+	storedTerminal bool
 
 	// storeBase is the key store's clock when the lease was last obtained
 	// or extended (its LeaseExpiresAt less the TTL), read at client time
@@ -106,6 +106,7 @@ type exec struct {
 func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	p := c.policy
 	now := c.clock.Now()
+	s.fp = c.fingerprint(s.fpIn)
 	e := &exec{c: c, s: s, meta: s.meta, owner: c.callOwner()}
 	e.meta.Path = s.path
 	rec := keystore.Record{
@@ -130,6 +131,12 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 		e.meta.TrustAfter = now.Add(p.trustDelay() + p.AttemptTimeout)
 	}
 	rec.Meta = e.encodeMeta()
+	if legacy := c.legacyStoreID(s.id); legacy != "" {
+		// A record an earlier version wrote under the unescaped ID.
+		if old, err := c.store.Get(ctx, legacy); err == nil && c.ownsRecord(keystoreRecordKey{old.Key}, s.id) {
+			return e.existing(ctx, old)
+		}
+	}
 	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
 	switch {
 	case err == nil:
@@ -183,7 +190,8 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 // existing continues an operation already in the store.
 func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, error) {
 	c, s := e.c, e.s
-	if !sameFingerprint(cur.Fingerprint, s.fp) {
+	match, rekey := c.fingerprintMatch(cur.Fingerprint, s.fpIn)
+	if !match {
 		return nil, paramsMismatch(s.id, cur)
 	}
 	if cur.State.Terminal() {
@@ -198,7 +206,19 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 	}
 	e.rec, e.leaseAt = got, c.clock.Now()
 	e.noteLease(got)
+	if rekey {
+		e.rec.Fingerprint = s.fp // re-fingerprinted under the current secret at the next write
+	}
 	defer e.release()
+	if known, ok := c.unrecorded.get(got.OperationID); ok {
+		// This client knew the outcome and could not write it: write it
+		// now, and answer it.
+		e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = known.State, known.ResultRef, known.Result, known.Error
+		if err := e.saveOutcome(ctx); err != nil {
+			return nil, e.notRecorded(fmt.Errorf("pagpolar: operation %q was %s", s.id, known.State), err)
+		}
+		return c.fromRecord(s.id, e.rec)
+	}
 	var m opMeta
 	if err := json.Unmarshal(got.Meta, &m); err != nil {
 		return nil, fmt.Errorf("pagpolar: operation %q: corrupt record meta: %w", s.id, err)
@@ -287,6 +307,7 @@ func (e *exec) save(ctx context.Context) error {
 		return e.opErr(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
 	e.rec = got
+	e.storedTerminal = got.State.Terminal()
 	return nil
 }
 
@@ -498,8 +519,11 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 		// created under this key.
 		e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, "", "key collision: "+oneLine(why)
 		e.rec.Result = mustJSON(storedFailure{Why: "collision", Message: oneLine(why)})
-		_ = e.saveOutcome(ctx)
-		return nil, e.opErr(fmt.Errorf("%w: the API replayed another request's answer for this operation's key: %s", ErrParamsMismatch, why))
+		out := fmt.Errorf("%w: the API replayed another request's answer for this operation's key: %s", ErrParamsMismatch, why)
+		if serr := e.saveOutcome(ctx); serr != nil {
+			return nil, e.notRecorded(out, serr)
+		}
+		return nil, e.opErr(out)
 	}
 	// A 2xx we cannot verify is not a success, and not a failure either:
 	// the effect may well exist. Remember that (a later call must not read
@@ -642,9 +666,13 @@ func (e *exec) refused(ctx context.Context, eff effect, why string, src Source) 
 	}
 	e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, eff.ID, oneLine(why)
 	e.rec.Result = mustJSON(storedFailure{Status: http.StatusPaymentRequired, Code: kind, Message: oneLine(why), Why: kind})
-	_ = e.saveOutcome(ctx)
+	serr := e.saveOutcome(ctx)
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: src})
-	return e.opErr(fmt.Errorf("%w: %s (%s)", sentinel, why, src))
+	out := fmt.Errorf("%w: %s (%s)", sentinel, why, src)
+	if serr != nil {
+		return e.notRecorded(out, serr)
+	}
+	return e.opErr(out)
 }
 
 // apiFailed records the API's definite refusal of the request.
@@ -657,12 +685,56 @@ func (e *exec) apiFailed(ctx context.Context, apiErr *APIError) error {
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: SourceResponse, Status: apiErr.StatusCode})
 	if serr != nil {
 		e.c.log.WarnContext(ctx, "pagpolar: could not record a failure", "op", e.s.id, "err", serr)
+		return e.notRecorded(apiErr, serr)
 	}
 	return e.opErr(apiErr)
 }
 
-// saveOutcome writes a settled outcome.
-func (e *exec) saveOutcome(ctx context.Context) error { return e.save(ctx) }
+// saveOutcome writes a settled outcome, trying again a few times (within
+// about two seconds) when the store fails: an outcome that is known must
+// not be left looking like a send in flight. If it still cannot be
+// written, the client remembers it for its own later calls (a later call
+// of this client answers it instead of looking up and resending).
+func (e *exec) saveOutcome(ctx context.Context) error {
+	var err error
+	for i, pause := range []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond, time.Second} {
+		if i > 0 {
+			if serr := sleep(context.WithoutCancel(ctx), e.c.clock, pause); serr != nil {
+				break
+			}
+		}
+		want := e.rec
+		if err = e.save(ctx); err == nil {
+			e.c.unrecorded.forget(e.rec.OperationID)
+			return nil
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			break // another worker has the operation now: its outcome is its to write
+		}
+		e.rec = want
+	}
+	if e.rec.State.Settled() {
+		e.c.unrecorded.remember(e.rec)
+	}
+	return err
+}
+
+// notRecorded wraps the error of a settled outcome that saveOutcome could
+// not write.
+func (e *exec) notRecorded(outcome error, serr error) error {
+	return e.opErr(&unrecordedError{outcome: outcome, store: serr})
+}
+
+// unrecordedError is an outcome that is known but not in the store.
+type unrecordedError struct{ outcome, store error }
+
+func (u *unrecordedError) Error() string {
+	return fmt.Sprintf("%v — %v: the outcome is known but the key store did not take it (%v). "+
+		"A later call of this client answers the same outcome; a call from another process looks the effect up first and sends again only if the lookup proves nothing was done",
+		u.outcome, ErrNotRecorded, u.store)
+}
+
+func (u *unrecordedError) Unwrap() []error { return []error{u.outcome, ErrNotRecorded} }
 
 // storedReason is the one-line reason kept in the store for an API answer:
 // status and code, never the API's free text.

@@ -14,11 +14,12 @@ import (
 // at Create or by Acquire, renewed while the call waits, fenced by its
 // token on every write.
 
-// release gives the lease up when the call ends. A terminal record needs no
-// release: a worker waiting on it reads the outcome from the record even
-// while the lease is held, so the write is saved.
+// release gives the lease up when the call ends. A record stored in a
+// terminal state needs no release: a worker waiting on it reads the outcome
+// from the record even while the lease is held, so the write is saved. (An
+// outcome that could not be stored leaves the lease to be released.)
 func (e *exec) release() {
-	if e.rec.State.Terminal() || e.rec.LeaseToken == 0 {
+	if e.storedTerminal || e.rec.LeaseToken == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -38,10 +39,13 @@ func (e *exec) renewIfAged(ctx context.Context) error {
 	return e.renew(ctx)
 }
 
-// renewBefore extends the lease if a wait of d could outlast what is left
-// of it (the lease must survive every wait between renewals).
+// renewBefore extends the lease unless it will still hold after a wait of
+// d and the token fetch and attempt that may follow it before the next
+// check (each bounded by AttemptTimeout): the lease must outlast every
+// stretch between renewals.
 func (e *exec) renewBefore(ctx context.Context, d time.Duration) error {
-	if !e.leaseAt.IsZero() && e.c.clock.Now().Sub(e.leaseAt)+d < e.c.policy.LeaseTTL/2 {
+	p := e.c.policy
+	if !e.leaseAt.IsZero() && e.c.clock.Now().Sub(e.leaseAt)+d+2*p.AttemptTimeout < p.LeaseTTL {
 		return nil
 	}
 	return e.renew(ctx)
@@ -187,4 +191,40 @@ func (o *orphanLeases) take(storeID, owner string) bool {
 		return true
 	}
 	return false
+}
+
+// unrecordedOutcomes remembers settled outcomes this client could not
+// write to its store (saveOutcome), so that its later calls answer them
+// instead of settling the operation as if it were still in flight.
+type unrecordedOutcomes struct {
+	mu sync.Mutex
+	m  map[string]keystore.Record
+}
+
+func (u *unrecordedOutcomes) remember(rec keystore.Record) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]keystore.Record{}
+	}
+	if len(u.m) >= maxOrphans {
+		for k := range u.m {
+			delete(u.m, k)
+			break
+		}
+	}
+	u.m[rec.OperationID] = rec
+}
+
+func (u *unrecordedOutcomes) get(id string) (keystore.Record, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	r, ok := u.m[id]
+	return r, ok
+}
+
+func (u *unrecordedOutcomes) forget(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.m, id)
 }

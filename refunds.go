@@ -50,7 +50,7 @@ func (s *RefundsService) Create(ctx context.Context, p RefundParams) (*RefundRes
 	body := wire.RefundRequest{SaleIdentifier: p.SaleID, Amount: p.Amount, Reason: p.Reason}
 	spec := &opSpec{
 		kind: kindRefund, id: p.OperationID, path: wire.RouteRefunds, body: mustJSON(body),
-		fp:   s.c.fingerprint([]string{kindRefund, p.SaleID, strconv.FormatInt(p.Amount, 10), p.Reason}, nil),
+		fpIn: fields{public: []string{kindRefund, p.SaleID, strconv.FormatInt(p.Amount, 10), p.Reason}},
 		meta: opMeta{SaleID: p.SaleID, Amount: p.Amount},
 	}
 	res, err := s.c.run(ctx, spec)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
@@ -40,6 +41,11 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 	}
 	sid := c.storeID(opID)
 	rec, err := c.store.Get(ctx, sid)
+	if legacy := c.legacyStoreID(opID); legacy != "" && errors.Is(err, keystore.ErrNotFound) {
+		if old, lerr := c.store.Get(ctx, legacy); lerr == nil && c.ownsRecord(keystoreRecordKey{old.Key}, opID) {
+			sid, rec, err = legacy, old, nil
+		}
+	}
 	if err != nil {
 		if errors.Is(err, keystore.ErrNotFound) {
 			return nil, fmt.Errorf("pagpolar: operation %q: %w", opID, ErrNotFound)
@@ -101,35 +107,65 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 // pending (and not leased by a live worker) or unknown, without waiting for
 // in-processing windows: operations that cannot be settled yet are reported
 // with their Err and left for a later run. It never sends a money request.
-// Safe to run while other processes work on the same store.
+// It works on up to RetryPolicy.ResumeConcurrency operations at a time (each under its
+// own lease, so never two workers on one operation; every lookup within the
+// client's retry budget), and is safe to run while other processes work on
+// the same store. Only this credential's records are touched: IDs are
+// matched exactly (RecordID), and a record of another credential that an
+// earlier version named ambiguously is recognised by its key and skipped.
 func (c *Client) ResumeAll(ctx context.Context) ([]ResumeResult, error) {
-	prefix := c.credentialID + "/"
+	prefixes := []string{c.storeID("")}
+	if legacy := c.legacyStoreID(""); legacy != "" {
+		prefixes = append(prefixes, legacy)
+	}
 	seen := map[string]bool{}
-	var out []ResumeResult
-	for {
-		recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: 500})
-		if err != nil {
-			return out, fmt.Errorf("pagpolar: listing unfinished operations: %w: %w", ErrStoreUnavailable, err)
-		}
-		fresh := 0
-		for _, r := range recs {
-			if seen[r.OperationID] {
-				continue
-			}
-			seen[r.OperationID] = true
-			fresh++
-			if ctx.Err() != nil {
-				return out, ctx.Err()
-			}
-			res, err := c.resume(ctx, strings.TrimPrefix(r.OperationID, prefix), false)
+	var (
+		mu  sync.Mutex
+		out []ResumeResult
+	)
+	for _, prefix := range prefixes {
+		for {
+			recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: 500})
 			if err != nil {
-				out = append(out, ResumeResult{OperationID: strings.TrimPrefix(r.OperationID, prefix), Key: r.Key, State: r.State, Attempts: r.Attempts, Err: err})
-				continue
+				return out, fmt.Errorf("pagpolar: listing unfinished operations: %w: %w", ErrStoreUnavailable, err)
 			}
-			out = append(out, *res)
-		}
-		if fresh == 0 || len(recs) < 500 {
-			return out, nil
+			var batch []keystore.Record
+			for _, r := range recs {
+				opID := strings.TrimPrefix(r.OperationID, prefix)
+				if seen[r.OperationID] || !c.ownsRecord(keystoreRecordKey{r.Key}, opID) {
+					continue
+				}
+				seen[r.OperationID] = true
+				batch = append(batch, r)
+			}
+			sem := make(chan struct{}, c.policy.ResumeConcurrency)
+			var wg sync.WaitGroup
+			for _, r := range batch {
+				if ctx.Err() != nil {
+					break
+				}
+				opID := strings.TrimPrefix(r.OperationID, prefix)
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					res, err := c.resume(ctx, opID, false)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						out = append(out, ResumeResult{OperationID: opID, Key: r.Key, State: r.State, Attempts: r.Attempts, Err: err})
+						return
+					}
+					out = append(out, *res)
+				})
+			}
+			wg.Wait()
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			if len(batch) == 0 || len(recs) < 500 {
+				break
+			}
 		}
 	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package pagpolar
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -23,7 +24,8 @@ type RetryPolicy struct {
 	// one with other bounds.
 	NewBackOff func() BackOff
 
-	// MaxRetryAfter clamps the server's Retry-After hint. Default 30 s.
+	// MaxRetryAfter clamps the server's Retry-After hint, and the backoff's
+	// pauses too: no wait between attempts is longer. Default 30 s.
 	MaxRetryAfter time.Duration
 
 	// AttemptTimeout bounds one HTTP attempt. A timeout after the request was
@@ -55,9 +57,13 @@ type RetryPolicy struct {
 	MaxSettleWait time.Duration
 
 	// LeaseTTL is how long a worker's claim on an operation lasts without
-	// renewal. It must exceed AttemptTimeout plus MaxRetryAfter. Default
-	// AttemptTimeout + MaxRetryAfter + 30 s (90 s). It is also how long a
-	// restarted process waits before it can settle what a crashed one held.
+	// renewal. The worker renews it before every wait that could outlast
+	// it, so it must exceed the longest stretch between two renewals: a wait
+	// (MaxRetryAfter or LookupInterval, whichever is longer) plus a token
+	// fetch and an attempt (AttemptTimeout each); WithRetryPolicy refuses a
+	// shorter one. Default 2×AttemptTimeout + MaxRetryAfter + 30 s (120 s).
+	// It is also how long a restarted process waits before it can settle
+	// what a crashed one held.
 	LeaseTTL time.Duration
 
 	// LeaseWaitInterval is how often a worker that finds the operation
@@ -73,6 +79,10 @@ type RetryPolicy struct {
 	// value excludes less (more outcomes end unknown), never more. Default
 	// 2 s.
 	ServerClockTolerance time.Duration
+
+	// ResumeConcurrency is how many operations ResumeAll settles at once
+	// (each under its own lease). Default 16.
+	ResumeConcurrency int
 }
 
 // DefaultRetryPolicy is used for every zero field of a client's policy.
@@ -87,6 +97,7 @@ var DefaultRetryPolicy = RetryPolicy{
 	LookupInterval:       time.Second,
 	LeaseWaitInterval:    50 * time.Millisecond,
 	ServerClockTolerance: 2 * time.Second,
+	ResumeConcurrency:    16,
 }
 
 // BackOff is a sequence of pauses between attempts of one call: the SDK's
@@ -158,7 +169,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.LeaseTTL <= 0 {
 		// Longer than one attempt plus the longest wait before the next
 		// lease check, with room to spare (rule 9).
-		p.LeaseTTL = p.AttemptTimeout + p.MaxRetryAfter + 30*time.Second
+		p.LeaseTTL = 2*p.AttemptTimeout + p.MaxRetryAfter + 30*time.Second
 	}
 	if p.LeaseWaitInterval <= 0 {
 		p.LeaseWaitInterval = d.LeaseWaitInterval
@@ -166,7 +177,23 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.ServerClockTolerance <= 0 {
 		p.ServerClockTolerance = d.ServerClockTolerance
 	}
+	if p.ResumeConcurrency <= 0 {
+		p.ResumeConcurrency = d.ResumeConcurrency
+	}
 	return p
+}
+
+// validate checks that the lease outlasts every stretch between renewals.
+func (p RetryPolicy) validate() error {
+	longest := max(p.MaxRetryAfter, p.LookupInterval)
+	if need := longest + 2*p.AttemptTimeout; p.LeaseTTL <= need {
+		return &ValidationError{Field: "RetryPolicy.LeaseTTL", Reason: fmt.Sprintf("%s must exceed %s (the longest wait, %s, plus a token fetch and an attempt of AttemptTimeout %s each), or a worker could lose its own lease between renewals",
+			p.LeaseTTL, need, longest, p.AttemptTimeout)}
+	}
+	if p.ProcessingWindow < 0 || p.MaxAttempts < 1 {
+		return &ValidationError{Field: "RetryPolicy", Reason: "negative window or no attempts"}
+	}
+	return nil
 }
 
 // trustDelay is how long after a send whose answer we do not have a "not
@@ -180,7 +207,7 @@ func (p RetryPolicy) trustDelay() time.Duration {
 // or the server's Retry-After hint clamped to MaxRetryAfter if longer.
 func (p RetryPolicy) nextWait(b BackOff, retryAfter time.Duration) time.Duration {
 	w := b.NextBackOff()
-	if w < 0 { // backoff.Stop, or any sequence that ended
+	if w < 0 || w > p.MaxRetryAfter { // backoff.Stop, a sequence that ended, or one past the bound
 		w = p.MaxRetryAfter
 	}
 	if retryAfter > p.MaxRetryAfter {

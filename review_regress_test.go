@@ -132,7 +132,7 @@ func TestReviewRegression_SettleStoreErrorIsNotOutcomeUnknown(t *testing.T) {
 	// A lease short enough that the settle loop must renew it while the
 	// lookups keep failing; the renewal then meets the broken store.
 	pol := testPolicy()
-	pol.LeaseTTL = 2100 * time.Millisecond
+	pol.AttemptTimeout, pol.LeaseTTL = 500*time.Millisecond, 2100*time.Millisecond
 	c := f.client(t, WithStore(st), WithRetryPolicy(pol), WithHook(func(ctx context.Context, e Event) {
 		if e.Kind == EventSent {
 			st.armed.Store(true)
@@ -176,7 +176,8 @@ func TestReviewRegression_ResumeAllStarvesPast500(t *testing.T) {
 	old := f.srv.Clock.Now().Add(-time.Hour)
 	for i := range 500 {
 		meta, _ := json.Marshal(opMeta{Path: "/plans/offer/plan-basic/subscribe", ExternalReference: fmt.Sprintf("s-%d", i), OfferID: "plan-basic", Method: "pix", TrustAfter: old})
-		_, err := f.store.Create(ctx, keystore.Record{OperationID: f.c.storeID(fmt.Sprintf("subscribe:s-%d", i)), Key: "k", Kind: kindSubscribe,
+		op := fmt.Sprintf("subscribe:s-%d", i)
+		_, err := f.store.Create(ctx, keystore.Record{OperationID: f.c.storeID(op), Key: f.c.idempotencyKey(op), Kind: kindSubscribe,
 			State: keystore.StateUnknown, Attempts: 1, FirstSentAt: old, LastSentAt: old, Meta: meta}, "dead", time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +185,7 @@ func TestReviewRegression_ResumeAllStarvesPast500(t *testing.T) {
 	}
 	f.srv.Clock.Advance(time.Second)
 	meta, _ := json.Marshal(opMeta{Path: "/payments/pix", ExternalReference: "late", OfferID: "offer-basic", Method: "pix", TrustAfter: old})
-	if _, err := f.store.Create(ctx, keystore.Record{OperationID: f.c.storeID("pix:late"), Key: "k2", Kind: kindPix,
+	if _, err := f.store.Create(ctx, keystore.Record{OperationID: f.c.storeID("pix:late"), Key: f.c.idempotencyKey("pix:late"), Kind: kindPix,
 		State: keystore.StateUnknown, Attempts: 1, FirstSentAt: old, LastSentAt: old, Meta: meta}, "dead", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestReviewRegression_WrittenFlagRace(t *testing.T) {
 	pol := testPolicy()
 	pol.AttemptTimeout = 100 * time.Millisecond
 	pol.MaxSettleWait = 50 * time.Millisecond
-	c, err := NewClient("cred", StaticToken("tok"), WithBaseURL("http://"+ln.Addr().String()), WithRetryPolicy(pol))
+	c, err := NewClient("cred", StaticToken("tok"), WithBaseURL("http://"+ln.Addr().String()), WithRetryPolicy(pol), WithStore(keystore.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}

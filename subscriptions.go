@@ -67,7 +67,7 @@ func (s *SubscriptionsService) Subscribe(ctx context.Context, p SubscribeParams)
 	spec := &opSpec{
 		kind: kindSubscribe, id: orDefault(p.OperationID, kindSubscribe, p.ExternalReference),
 		path: strings.Replace(wire.RouteSubscribe, "{id}", url.PathEscape(p.OfferID), 1), body: mustJSON(body),
-		fp:   s.c.fingerprint([]string{kindSubscribe, p.OfferID, p.ExternalReference, p.PaymentMethod}, append(customerFields(p.Customer), p.CardToken)),
+		fpIn: fields{public: []string{kindSubscribe, p.OfferID, p.ExternalReference, p.PaymentMethod}, private: append(customerFields(p.Customer), p.CardToken)},
 		meta: opMeta{ExternalReference: p.ExternalReference, OfferID: p.OfferID, Method: p.PaymentMethod},
 	}
 	res, err := s.c.run(ctx, spec)
@@ -99,7 +99,7 @@ func (s *SubscriptionsService) ChangePlan(ctx context.Context, p ChangePlanParam
 	spec := &opSpec{
 		kind: kindPlanChange, id: p.OperationID,
 		path: strings.Replace(wire.RoutePlanChange, "{id}", url.PathEscape(p.SubscriptionID), 1), body: mustJSON(body),
-		fp:   s.c.fingerprint([]string{kindPlanChange, p.SubscriptionID, p.NewOfferID}, nil),
+		fpIn: fields{public: []string{kindPlanChange, p.SubscriptionID, p.NewOfferID}},
 		meta: opMeta{SubscriptionID: p.SubscriptionID, OfferID: p.NewOfferID},
 	}
 	res, err := s.c.run(ctx, spec)

@@ -3,6 +3,7 @@ package pagpolar
 import (
 	"bytes"
 	"context"
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +41,7 @@ func closingServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
 // once; only the engine decides resends.
 func TestSafetyRule2_TransportNeverResends(t *testing.T) {
 	srv, posts := closingServer(t)
-	c, err := NewClient("cred", StaticToken("tok"), WithBaseURL(srv.URL+"/v1"), WithHTTPClient(srv.Client()))
+	c, err := NewClient("cred", StaticToken("tok"), WithBaseURL(srv.URL+"/v1"), WithHTTPClient(srv.Client()), WithStore(keystore.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestSendDialFailureIsNotWritten(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there now
-	c, err := NewClient("cred", StaticToken("tok"), WithBaseURL(url+"/v1"))
+	c, err := NewClient("cred", StaticToken("tok"), WithBaseURL(url+"/v1"), WithStore(keystore.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}

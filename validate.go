@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 )
@@ -12,9 +13,11 @@ import (
 // does not document are generous on purpose: the API stays the authority,
 // these only catch mistakes that would otherwise cost a stored operation.
 
+// One limit for operation IDs everywhere: every ID the SDK accepts or
+// derives ("credit_card:" + a 255-byte reference) can be resumed.
 const (
-	maxOperationID = 200 // leaves room for the credential prefix in stores
 	maxReference   = 255
+	maxOperationID = 300
 )
 
 func required(field, v string) error {
@@ -24,6 +27,9 @@ func required(field, v string) error {
 	return nil
 }
 
+// identifier checks an ID the API or the store will see: present, at most
+// max bytes, valid UTF-8 (a byte the API would read as U+FFFD could never be
+// looked up again), and without spaces or control characters.
 func identifier(field, v string, max int) error {
 	if err := required(field, v); err != nil {
 		return err
@@ -31,9 +37,12 @@ func identifier(field, v string, max int) error {
 	if len(v) > max {
 		return &ValidationError{Field: field, Reason: "longer than " + strconv.Itoa(max) + " bytes"}
 	}
+	if !utf8.ValidString(v) {
+		return &ValidationError{Field: field, Reason: "not valid UTF-8"}
+	}
 	for _, r := range v {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return &ValidationError{Field: field, Reason: "must not contain spaces or control characters"}
+		if unicode.IsControl(r) || unicode.IsSpace(r) || r == utf8.RuneError {
+			return &ValidationError{Field: field, Reason: "must not contain spaces, control characters or U+FFFD"}
 		}
 	}
 	return nil

@@ -161,19 +161,19 @@ func TestNewClientValidation(t *testing.T) {
 	}
 	// The defaults, and any policy that leaves LeaseTTL to them, are valid.
 	for _, p := range []RetryPolicy{{}, DefaultRetryPolicy, {MaxAttempts: 3}, {ProcessingWindow: 5 * time.Second}, {AttemptTimeout: time.Minute}} {
-		if _, err := NewClient("c", StaticToken("t"), WithRetryPolicy(p)); err != nil {
+		if _, err := NewClient("c", StaticToken("t"), WithStore(keystore.NewMemory()), WithRetryPolicy(p)); err != nil {
 			t.Fatalf("WithRetryPolicy(%+v): %v", p, err)
 		}
 	}
-	if _, err := NewClient("c", StaticToken("t"), WithRetryPolicy(RetryPolicy{AttemptTimeout: time.Minute, LeaseTTL: time.Minute})); !errors.Is(err, ErrValidation) {
+	if _, err := NewClient("c", StaticToken("t"), WithStore(keystore.NewMemory()), WithRetryPolicy(RetryPolicy{AttemptTimeout: time.Minute, LeaseTTL: time.Minute})); !errors.Is(err, ErrValidation) {
 		t.Fatalf("a lease no longer than an attempt was accepted: %v", err)
 	}
 }
 
 func TestDerivedKeysAreStableAndScopedByCredential(t *testing.T) {
-	a, _ := NewClient("cred-a", StaticToken("t1"))
-	a2, _ := NewClient("cred-a", StaticToken("t2-rotated"))
-	b, _ := NewClient("cred-b", StaticToken("t1"))
+	a, _ := NewClient("cred-a", StaticToken("t1"), WithStore(keystore.NewMemory()))
+	a2, _ := NewClient("cred-a", StaticToken("t2-rotated"), WithStore(keystore.NewMemory()))
+	b, _ := NewClient("cred-b", StaticToken("t1"), WithStore(keystore.NewMemory()))
 	if a.idempotencyKey("pix:o1") != a2.idempotencyKey("pix:o1") {
 		t.Fatal("key changed with the token; it must depend on the credential ID only")
 	}
@@ -183,7 +183,7 @@ func TestDerivedKeysAreStableAndScopedByCredential(t *testing.T) {
 	if a.idempotencyKey("pix:o1") == a.idempotencyKey("pix:o2") {
 		t.Fatal("two operations derived the same key")
 	}
-	r, _ := NewClient("cred-a", StaticToken("t"), WithRandomKeys())
+	r, _ := NewClient("cred-a", StaticToken("t"), WithRandomKeys(), WithStore(keystore.NewMemory()))
 	if k1, k2 := r.idempotencyKey("pix:o1"), r.idempotencyKey("pix:o1"); k1 == k2 {
 		t.Fatal("random keys repeated")
 	}

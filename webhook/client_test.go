@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"testing"
 
 	"github.com/pagpolar/pagpolar-go"
@@ -14,7 +15,7 @@ import (
 func TestFromClient(t *testing.T) {
 	ctx := context.Background()
 	srv := pagpolartest.NewServer(t)
-	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL))
+	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(keystore.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestOpsListShowSettleReap(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := pagpolar.RetryPolicy{ProcessingWindow: 50 * time.Millisecond, WindowMargin: 10 * time.Millisecond, SettleDelay: 10 * time.Millisecond,
-		LookupInterval: 5 * time.Millisecond, LeaseTTL: 200 * time.Millisecond, AttemptTimeout: 100 * time.Millisecond, MaxRetryAfter: 10 * time.Millisecond}
+		LookupInterval: 5 * time.Millisecond, LeaseTTL: 300 * time.Millisecond, AttemptTimeout: 100 * time.Millisecond, MaxRetryAfter: 10 * time.Millisecond}
 	crash := func(e pagpolar.EventKind, ref string) {
 		c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(store),
 			pagpolar.WithRetryPolicy(pol), pagpolar.WithHook(func(_ context.Context, ev pagpolar.Event) {

@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"io"
 	"log"
 	"os"
@@ -30,7 +31,8 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer closeAPI()
-	client, err := pagpolar.NewClient(api.CredentialID, api.Token, pagpolar.WithBaseURL(api.BaseURL), pagpolar.WithRetryPolicy(api.Policy))
+	client, err := pagpolar.NewClient(api.CredentialID, api.Token, pagpolar.WithBaseURL(api.BaseURL), pagpolar.WithRetryPolicy(api.Policy),
+		pagpolar.WithStore(keystore.NewMemory()) /* an example: use keystore/sqlstore or keystore/redisstore in production */)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"io"
 	"log"
 	"log/slog"
@@ -136,7 +137,8 @@ func (c *config) fromEnv() error {
 	}
 	base, cred, apiTok := os.Getenv("PAGPOLAR_BASE_URL"), os.Getenv("PAGPOLAR_CREDENTIAL_ID"), os.Getenv("PAGPOLAR_TOKEN")
 	if base != "" && cred != "" && apiTok != "" {
-		client, err := pagpolar.NewClient(cred, pagpolar.StaticToken(apiTok), pagpolar.WithBaseURL(base))
+		client, err := pagpolar.NewClient(cred, pagpolar.StaticToken(apiTok), pagpolar.WithBaseURL(base),
+			pagpolar.WithStore(keystore.NewMemory())) // reads only here; money calls need a durable store (keystore/sqlstore, keystore/redisstore)
 		if err != nil {
 			return err
 		}

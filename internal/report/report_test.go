@@ -66,7 +66,7 @@ func TestCollectorCountsCauses(t *testing.T) {
 // a duplicate, a declined sale) and checks each verdict of Verify.
 func TestVerifyAgainstTheFake(t *testing.T) {
 	srv := pagpolartest.NewServer(t)
-	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL))
+	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(keystore.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func TestOutageBoundedByContext(t *testing.T) {
 	r := startRelay(t, u.Host)
 	c := redis.NewClient(&redis.Options{Addr: r.ln.Addr().String(), MaxRetries: 10, DialerRetries: 10, DialerRetryTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
-	s, err := redisinbox.New(c, redisinbox.WithPrefix("pagpolar-test:webhook:outage"), redisinbox.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s, err := redisinbox.New(c, redisinbox.WithPrefix("pagpolar-test:webhook:outage"), redisinbox.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), redisinbox.AllowVolatile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestNewFromURLFailsFast(t *testing.T) {
 	u := testRedisURL(t)
 	r := startRelay(t, u.Host)
 	u.Host = r.ln.Addr().String()
-	s, err := redisinbox.NewFromURL(u.String(), redisinbox.WithPrefix("pagpolar-test:webhook:outage"), redisinbox.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s, err := redisinbox.NewFromURL(u.String(), redisinbox.WithPrefix("pagpolar-test:webhook:outage"), redisinbox.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), redisinbox.AllowVolatile())
 	if err != nil {
 		t.Fatal(err)
 	}
