@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -280,6 +282,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// read; PAGPOLAR_URL is kept for scripts written against earlier output.
 	fmt.Fprintf(stdout, "PAGPOLAR_URL=%s\nPAGPOLAR_BASE_URL=%s\nPAGPOLAR_CREDENTIAL_ID=%s\nPAGPOLAR_TOKEN=%s\n", s.URL, s.URL, s.CredentialID, s.Token)
 	fmt.Fprintln(stdout, "PAGPOLAR_OFFERS=offer-basic:9990,offer-premium:19990,plan-basic:2990,plan-pro:5990")
+	// What the README's quick start, the examples and the staging test read.
+	fmt.Fprintln(stdout, "PAGPOLAR_OFFER_ID=offer-basic\nPAGPOLAR_PLAN_ID=plan-basic\nPAGPOLAR_OTHER_PLAN_ID=plan-pro")
+	fmt.Fprintf(stdout, "PAGPOLAR_FP_SECRET=%s\n", randomSecret()) // the client's fingerprint secret, for trying the SDK; in production, your own
 	for i := 1; i <= cfg.tokens; i++ {
 		fmt.Fprintf(stdout, "PAGPOLAR_TOKEN_%d=%s\n", i, s.AddToken(s.CredentialID))
 	}
@@ -304,4 +309,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "pagpolar sim: stopped")
 	return 0
+}
+
+// randomSecret is a fresh 32-character fingerprint secret.
+func randomSecret() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
 }
