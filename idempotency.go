@@ -677,10 +677,14 @@ func (e *exec) refused(ctx context.Context, eff effect, why string, src Source) 
 
 // apiFailed records the API's definite refusal of the request.
 func (e *exec) apiFailed(ctx context.Context, apiErr *APIError) error {
-	// The API's free-text message is not stored: it could echo personal
-	// data (rule 8). Status, code and request ID are enough.
+	// The API's message says why; it is stored scrubbed of anything
+	// personal the request carried (rule 8; scrub.go).
+	msg := storedMessage(apiErr.Message, e.s.fpIn.private)
 	e.rec.State, e.rec.Error = keystore.StateFailed, storedReason(apiErr)
-	e.rec.Result = mustJSON(storedFailure{Status: apiErr.StatusCode, Code: apiErr.Code, RequestID: apiErr.RequestID, Why: "api"})
+	if msg != "" {
+		e.rec.Error += ": " + msg
+	}
+	e.rec.Result = mustJSON(storedFailure{Status: apiErr.StatusCode, Code: apiErr.Code, Message: msg, RequestID: apiErr.RequestID, Why: "api"})
 	serr := e.saveOutcome(ctx)
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: SourceResponse, Status: apiErr.StatusCode})
 	if serr != nil {

@@ -117,7 +117,7 @@ func (m *opMeta) noteUnclear(refs []string) {
 type storedFailure struct {
 	Status    int    `json:"status,omitempty"`
 	Code      string `json:"code,omitempty"`
-	Message   string `json:"message,omitempty"` // only messages the SDK wrote itself
+	Message   string `json:"message,omitempty"` // why: the API's message scrubbed of personal data (scrub.go), or the SDK's
 	RequestID string `json:"request_id,omitempty"`
 	// Why: "api" (the API's refusal, Status set), "declined" or "refused"
 	// (an effect the API recorded as refused), "collision" (a replay proved

@@ -142,6 +142,7 @@ func TestInboxWithSender(t *testing.T) {
 		{"RenewedWithoutNextBilling", e2eRenewedFallback},
 		{"PayloadSealedAtRest", e2eSealed},
 		{"ReapProcessedAndDead", e2eReap},
+		{"SettlesUnknownSubscribe", e2eSettlesUnknownSubscribe},
 	}
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {

@@ -7,12 +7,19 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/pagpolar/pagpolar-go"
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
 	"sync"
 	"time"
 )
+
+// Settler settles client operations from an event's body:
+// *pagpolar.Client implements it (SettleFromWebhook).
+type Settler interface {
+	SettleFromWebhook(ctx context.Context, body []byte) ([]pagpolar.ResumeResult, error)
+}
 
 // HandlerFunc processes one event. It runs after the delivery was answered,
 // on a worker, never concurrently with another event of the same sale or
@@ -41,6 +48,13 @@ type Config struct {
 	// Default handles events with no entry in Handlers. When nil, such events
 	// are marked processed with a note in LastError and never run.
 	Default HandlerFunc
+	// Settle, when set (normally to the SDK's *pagpolar.Client that shares
+	// this deployment's key store), settles the client's unsettled
+	// operations that an event carries the effect of — a charge or a
+	// subscribe whose answer was lost — before the event's handler runs.
+	// It never sends a money request. An event whose operations are held by
+	// a worker is tried again later (an attempt, with backoff).
+	Settle Settler
 	// Key builds dedupe keys (default DefaultKey; KeyEveryDelayed processes
 	// every SUBSCRIPTION_DELAYED notice).
 	Key KeyFunc

@@ -194,6 +194,18 @@ func (in *Inbox) run(rec Record, ev *Event) (herr, cause error) {
 	if h == nil {
 		h = in.cfg.Default
 	}
+	if in.cfg.Settle != nil {
+		handler := h
+		h = func(ctx context.Context, ev *Event) error {
+			if _, err := in.cfg.Settle.SettleFromWebhook(ctx, ev.Raw); err != nil {
+				return fmt.Errorf("settling the client operations this event carries the effect of: %w", err)
+			}
+			if handler == nil {
+				return errNoHandler
+			}
+			return handler(ctx, ev)
+		}
+	}
 	if h == nil {
 		return errNoHandler, nil
 	}

@@ -1,0 +1,128 @@
+package webhook_test
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+	"github.com/pagpolar/pagpolar-go/webhook"
+)
+
+// Issue 14, item 1: a delivered event settles an unknown client operation.
+// A subscribe whose answer is lost on an API without a subscription lookup
+// ends "outcome unknown"; the fake's webhook sender then delivers the
+// subscription's events to an inbox whose Settle is the client: the
+// operation is settled succeeded, and the settling sent no request.
+// Events that do not match (another offer, another method, a subscription
+// older than the first send) leave an operation unknown.
+func e2eSettlesUnknownSubscribe(t *testing.T, open func() webhook.Store) {
+	clock := pagpolartest.NewClock()
+	api := pagpolartest.NewServer(t, pagpolartest.WithClock(clock), pagpolartest.WithoutSubscriptionLookup(), pagpolartest.WithProcessingWindow(300*time.Millisecond))
+	keys := keystore.NewMemoryWithClock(clock)
+	client, err := pagpolar.NewClient(api.CredentialID, pagpolar.StaticToken(api.Token), pagpolar.WithBaseURL(api.URL), pagpolar.WithStore(keys),
+		pagpolar.WithClock(clock), pagpolar.WithLogger(slog.New(slog.DiscardHandler)),
+		pagpolar.WithRetryPolicy(pagpolar.RetryPolicy{ProcessingWindow: 300 * time.Millisecond, WindowMargin: 50 * time.Millisecond, SettleDelay: 60 * time.Millisecond,
+			LookupInterval: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond, AttemptTimeout: time.Second, LeaseTTL: 3 * time.Second, MaxSettleWait: 2 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	cust := pagpolar.Customer{Name: "Ana", Email: "ana@example.com", Document: "529.982.247-25"}
+	// An earlier charge went through: the client knows the API's clock.
+	if _, err := client.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "warm-up", Customer: cust}); err != nil {
+		t.Fatal(err)
+	}
+	lost := func(ref string) {
+		t.Helper()
+		api.Inject(pagpolartest.Fault{Route: "subscribe", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+		_, err := client.Subscriptions.Subscribe(ctx, pagpolar.SubscribeParams{OfferID: "plan-basic", ExternalReference: ref, Customer: cust, PaymentMethod: "pix"})
+		if !errors.Is(err, pagpolar.ErrOutcomeUnknown) {
+			t.Fatalf("subscribe %s: %v, want ErrOutcomeUnknown (no subscription lookup)", ref, err)
+		}
+	}
+	lost("sub-a")
+	lost("sub-b")
+	before := len(api.Events())
+
+	r := newRig(t, open(), clock, func(c *webhook.Config) { c.Settle = client })
+	sender := pagpolartest.NewWebhookSender(r.url, token, pagpolartest.WithSenderClock(clock))
+	defer sender.Close()
+	state := func(ref string) keystore.Record {
+		rec, err := keys.Get(ctx, pagpolar.RecordID(api.CredentialID, "subscribe:"+ref))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	requests := len(api.Ledger().Requests)
+
+	// Mismatching events about sub-b: another offer, another method, a
+	// subscription created long before the first send.
+	var subB wire.Subscription
+	for _, ev := range api.Events()[:before] {
+		if ev.Subscription != nil && ev.Subscription.ExternalReference == "sub-b" {
+			subB = *ev.Subscription
+		}
+	}
+	if subB.ID == "" {
+		t.Fatal("no event for sub-b's subscription")
+	}
+	for i, mutate := range []func(*wire.Subscription){
+		func(s *wire.Subscription) { s.ID += "-x0"; s.OfferIdentifier = "plan-pro" },
+		func(s *wire.Subscription) { s.ID += "-x1"; s.PaymentMethod = "credit_card" },
+		func(s *wire.Subscription) {
+			s.ID += "-x2"
+			s.CreatedAt = clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+		},
+	} {
+		s := subB
+		mutate(&s)
+		env := wire.WebhookEnvelope{Event: wire.EventSubscriptionCreated, Data: wire.WebhookData{Subscription: &s}}
+		sender.Send(env)
+		if err := sender.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.waitOutcome(wire.EventSubscriptionCreated+":"+s.ID, webhook.StateProcessed)
+		if st := state("sub-b").State; st != keystore.StateUnknown {
+			t.Fatalf("mismatching event %d settled sub-b: %s", i, st)
+		}
+	}
+
+	// The real events: sub-a and sub-b are settled by them.
+	var envs []wire.WebhookEnvelope
+	for _, ev := range api.Events()[:before] {
+		if ev.Subscription != nil {
+			envs = append(envs, pagpolartest.EnvelopeFor(ev))
+		}
+	}
+	sender.SendAll(envs)
+	if err := sender.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range envs {
+		r.waitOutcome(env.Event+":"+env.Data.Subscription.ID, webhook.StateProcessed)
+	}
+	for _, ref := range []string{"sub-a", "sub-b"} {
+		rec := state(ref)
+		if rec.State != keystore.StateSucceeded || rec.ResultRef == "" {
+			t.Fatalf("%s after its event: %s %q (%s)", ref, rec.State, rec.ResultRef, rec.Error)
+		}
+	}
+	if n := len(api.Ledger().Requests) - requests; n != 0 {
+		t.Fatalf("settling from events sent %d requests to the API, want 0", n)
+	}
+	// The same call now answers from the record.
+	res, err := client.Subscriptions.Subscribe(ctx, pagpolar.SubscribeParams{OfferID: "plan-basic", ExternalReference: "sub-a", Customer: cust, PaymentMethod: "pix"})
+	if err != nil || res.Operation.Source != pagpolar.SourceLocalRecord {
+		t.Fatalf("after settling: %v", err)
+	}
+	if n := len(api.Ledger().Subscriptions); n != 2 {
+		t.Fatalf("%d subscriptions, want 2", n)
+	}
+
+}
