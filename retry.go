@@ -81,7 +81,7 @@ type RetryPolicy struct {
 	ServerClockTolerance time.Duration
 
 	// ResumeConcurrency is how many operations ResumeAll settles at once
-	// (each under its own lease). Default 16.
+	// (each under its own lease). Default 32.
 	ResumeConcurrency int
 }
 
@@ -97,7 +97,7 @@ var DefaultRetryPolicy = RetryPolicy{
 	LookupInterval:       time.Second,
 	LeaseWaitInterval:    50 * time.Millisecond,
 	ServerClockTolerance: 2 * time.Second,
-	ResumeConcurrency:    16,
+	ResumeConcurrency:    32,
 }
 
 // BackOff is a sequence of pauses between attempts of one call: the SDK's
