@@ -57,6 +57,7 @@ type simConfig struct {
 	seed             int64
 	latency          time.Duration
 	noSubLookup      bool
+	shapes           []pagpolartest.Shape
 	tokens           int
 	credentials      int
 	shutdownTimeout  time.Duration
@@ -91,6 +92,11 @@ func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.Int64Var(&cfg.seed, "seed", 1, "seed of the probabilistic faults")
 	fs.DurationVar(&cfg.latency, "latency", 0, "base latency added to every request")
 	fs.BoolVar(&cfg.noSubLookup, "no-subscription-lookup", false, "GET /subscriptions?external_reference= answers 404")
+	fs.Func("shapes", "answer in these shapes (comma list): "+shapeNames(), func(v string) error {
+		sh, err := pagpolartest.ParseShapes(v)
+		cfg.shapes = sh
+		return err
+	})
 	fs.IntVar(&cfg.tokens, "tokens", 0, "extra access tokens of the default credential to print")
 	fs.IntVar(&cfg.credentials, "credentials", 0, "extra credentials (one token each) to print")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long a graceful stop waits for requests in flight")
@@ -255,6 +261,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.noSubLookup {
 		opts = append(opts, pagpolartest.WithoutSubscriptionLookup())
 	}
+	opts = append(opts, pagpolartest.WithShapes(cfg.shapes...))
 	s := pagpolartest.NewUnstartedServer(opts...)
 	for _, f := range cfg.faultsToInject() {
 		s.Inject(f)

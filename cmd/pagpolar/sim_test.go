@@ -248,3 +248,14 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 		t.Fatalf("sim -h: %d", code)
 	}
 }
+
+// The sim answers in the shapes it is given (and refuses unknown ones).
+func TestSimShapesFlag(t *testing.T) {
+	cfg, err := parseSimFlags([]string{"-shapes", "method-hyphen,paged-cursor"}, io.Discard)
+	if err != nil || len(cfg.shapes) != 2 {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	if _, err := parseSimFlags([]string{"-shapes", "nope"}, io.Discard); err == nil {
+		t.Fatal("an unknown shape was accepted")
+	}
+}
