@@ -2,7 +2,6 @@ package pagpolar
 
 import (
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 )
@@ -30,7 +29,7 @@ import (
 // life of the client and exclusion falls back to snapshots and IDs.
 type serverClock struct {
 	mu       sync.Mutex
-	samples  [9]clockSample
+	samples  [sampleCount]clockSample
 	n, next  int
 	disabled bool
 	// validated: one of the API's own fresh answers to this client carried
@@ -47,6 +46,8 @@ type clockSample struct {
 }
 
 const (
+	// sampleCount is how many Date headers the estimator keeps.
+	sampleCount = 9
 	// serverClockMaxAge: older samples are not used (clocks get stepped).
 	serverClockMaxAge = 10 * time.Minute
 	// serverClockDrift bounds how much faster the client's clock may run
@@ -81,7 +82,8 @@ func (s *serverClock) floor(now time.Time) (time.Time, bool) {
 	if s.disabled {
 		return time.Time{}, false
 	}
-	var bounds []time.Time
+	var bounds [sampleCount]time.Time
+	n := 0
 	for i := range s.n {
 		sm := s.samples[i]
 		el := now.Sub(sm.at)
@@ -89,13 +91,20 @@ func (s *serverClock) floor(now time.Time) (time.Time, bool) {
 			continue // the client clock went backwards, or the sample is stale
 		}
 		el -= time.Duration(float64(el) * serverClockDrift)
-		bounds = append(bounds, sm.date.Add(el))
+		// insertion sort into bounds[:n]
+		b := sm.date.Add(el)
+		j := n
+		for j > 0 && bounds[j-1].After(b) {
+			bounds[j] = bounds[j-1]
+			j--
+		}
+		bounds[j] = b
+		n++
 	}
-	if len(bounds) == 0 {
+	if n == 0 {
 		return time.Time{}, false
 	}
-	slices.SortFunc(bounds, func(a, b time.Time) int { return a.Compare(b) })
-	return bounds[(len(bounds)-1)/2], true
+	return bounds[(n-1)/2], true
 }
 
 // off reports whether the estimator was switched off.

@@ -3,13 +3,13 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // This file reads the API's answers leniently: by the aliases and tables of
@@ -31,16 +31,7 @@ const (
 type Object map[string]json.RawMessage
 
 // ParseObject parses b as a JSON object.
-func ParseObject(b []byte) (Object, error) {
-	var o Object
-	if err := json.Unmarshal(b, &o); err != nil {
-		return nil, err
-	}
-	if o == nil {
-		return nil, errors.New("wire: null is not an object")
-	}
-	return o, nil
-}
+func ParseObject(b []byte) (Object, error) { return scanObject(b) }
 
 // raw returns the value of the first alias present and not null. A dotted
 // alias descends into nested objects.
@@ -104,6 +95,9 @@ func scalarString(v json.RawMessage) (string, FieldState) {
 	}
 	switch b[0] {
 	case '"':
+		if len(b) >= 2 && b[len(b)-1] == '"' && !containsByte(b[1:len(b)-1], '\\') && utf8.Valid(b[1:len(b)-1]) {
+			return strings.TrimSpace(string(b[1 : len(b)-1])), Read // no escapes: the bytes are the string
+		}
 		var s string
 		if json.Unmarshal(b, &s) != nil {
 			return "", Unreadable
@@ -327,7 +321,23 @@ func resolution(s string) time.Duration {
 // Normalize is how methods and statuses are compared: lower case, with
 // "-" and " " read as "_".
 func Normalize(s string) string {
-	return strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToLower(strings.TrimSpace(s)))
+	s = strings.TrimSpace(s)
+	simple := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' || c == '-' || c == ' ' || c >= 0x80 {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		return s // the common case: already the canonical form, no allocation
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, strings.ToLower(s))
 }
 
 // CanonicalMethod returns the method a spelling means, or known false.
