@@ -122,13 +122,25 @@ func (e effect) sale(sh *shapes) Sale {
 	s := Sale{ID: e.ID, Status: e.Status, ExternalReference: e.Ref, PaymentMethod: reportedMethod(sh, e.Method),
 		OfferID: e.Offer, SubscriptionID: e.SubID, Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
 	s.RefundedAmount = e.obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
-	var pix wire.Pix
-	if raw, ok := e.obj["pix"]; ok && json.Unmarshal(raw, &pix) == nil && (pix.QRCode != "" || pix.CopyPaste != "") {
-		s.Pix = &PixInfo{QRCode: pix.QRCode, CopyPaste: pix.CopyPaste, ExpiresAt: pix.ExpiresAt}
+	if raw, ok := e.obj.Get("pix"); ok {
+		if p, err := wire.ParseObject(raw); err == nil {
+			qr, _ := p.Str([]string{"qr_code", "qrCode", "qrcode"})
+			cp, _ := p.Str([]string{"copy_paste", "copyPaste", "emv", "brcode"})
+			exp, _ := p.Str([]string{"expires_at", "expiresAt"})
+			if qr != "" || cp != "" {
+				s.Pix = &PixInfo{QRCode: qr, CopyPaste: cp, ExpiresAt: exp}
+			}
+		}
 	}
-	var bol wire.Boleto
-	if raw, ok := e.obj["boleto"]; ok && json.Unmarshal(raw, &bol) == nil && (bol.URL != "" || bol.Barcode != "") {
-		s.Boleto = &BoletoInfo{URL: bol.URL, Barcode: bol.Barcode, DueDate: bol.DueDate}
+	if raw, ok := e.obj.Get("boleto"); ok {
+		if p, err := wire.ParseObject(raw); err == nil {
+			u, _ := p.Str([]string{"url", "pdf_url", "link"})
+			bc, _ := p.Str([]string{"barcode", "digitable_line", "line"})
+			due, _ := p.Str([]string{"due_date", "dueDate"})
+			if u != "" || bc != "" {
+				s.Boleto = &BoletoInfo{URL: u, Barcode: bc, DueDate: due}
+			}
+		}
 	}
 	return s
 }

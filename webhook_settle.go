@@ -38,7 +38,8 @@ func (c *Client) SettleFromWebhook(ctx context.Context, body []byte) ([]ResumeRe
 	if err != nil {
 		return nil, fmt.Errorf("pagpolar: webhook body: %w", err)
 	}
-	dataObj, err := wire.ParseObject(env["data"])
+	data, _ := env.Get("data")
+	dataObj, err := wire.ParseObject(data)
 	if err != nil {
 		return nil, nil // empty data: nothing to settle
 	}
@@ -46,12 +47,14 @@ func (c *Client) SettleFromWebhook(ctx context.Context, body []byte) ([]ResumeRe
 		eff   effect
 		kinds []string
 	)
+	tx, hasTx := dataObj.Get("transaction")
+	sub, hasSub := dataObj.Get("subscription")
 	switch {
-	case len(dataObj["transaction"]) > 0 && string(dataObj["transaction"]) != "null":
-		eff, err = readEffect(effSale, dataObj["transaction"])
+	case hasTx && len(tx) > 0 && string(tx) != "null":
+		eff, err = readEffect(effSale, tx)
 		kinds = []string{kindPix, kindBoleto, kindCreditCard}
-	case len(dataObj["subscription"]) > 0 && string(dataObj["subscription"]) != "null":
-		eff, err = readEffect(effSubscription, dataObj["subscription"])
+	case hasSub && len(sub) > 0 && string(sub) != "null":
+		eff, err = readEffect(effSubscription, sub)
 		kinds = []string{kindSubscribe}
 	default:
 		return nil, nil

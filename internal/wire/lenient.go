@@ -27,8 +27,46 @@ const (
 	Unreadable                   // present in a form the SDK does not read (an object where a string was expected, a time without a zone, ...)
 )
 
-// Object is a JSON object, read by alias.
-type Object map[string]json.RawMessage
+// Object is a JSON object, read by alias: its members in order, each value
+// a sub-slice of the parsed bytes (nothing is copied).
+type Object struct{ members []member }
+
+type member struct {
+	key []byte
+	val json.RawMessage
+}
+
+// Get returns the value of member name (the last one, as encoding/json).
+func (o Object) Get(name string) (json.RawMessage, bool) {
+	var v json.RawMessage
+	ok := false
+	for _, m := range o.members {
+		if string(m.key) == name {
+			v, ok = m.val, true
+		}
+	}
+	return v, ok
+}
+
+// Len is the number of members.
+func (o Object) Len() int { return len(o.members) }
+
+// Range calls fn for every member, in order.
+func (o Object) Range(fn func(key string, v json.RawMessage)) {
+	for _, m := range o.members {
+		fn(string(m.key), m.val)
+	}
+}
+
+func (o *Object) set(key string, v json.RawMessage) {
+	for i, m := range o.members {
+		if string(m.key) == key {
+			o.members[i].val = v
+			return
+		}
+	}
+	o.members = append(o.members, member{key: []byte(key), val: v})
+}
 
 // ParseObject parses b as a JSON object.
 func ParseObject(b []byte) (Object, error) { return scanObject(b) }
@@ -46,7 +84,7 @@ func (o Object) raw(names []string) (json.RawMessage, bool) {
 
 func (o Object) path(name string) (json.RawMessage, bool) {
 	head, rest, nested := strings.Cut(name, ".")
-	v, ok := o[head]
+	v, ok := o.Get(head)
 	if !ok || !nested {
 		return v, ok
 	}
@@ -276,11 +314,10 @@ func ParseTime(v json.RawMessage) (time.Time, time.Duration, FieldState) {
 		}
 		return time.Time{}, 0, Unreadable
 	}
-	var s string
-	if json.Unmarshal(b, &s) != nil {
+	s, st := scalarString(b)
+	if st != Read {
 		return time.Time{}, 0, Unreadable
 	}
-	s = strings.TrimSpace(s)
 	if s == "" {
 		return time.Time{}, 0, Absent
 	}

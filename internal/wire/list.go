@@ -79,7 +79,7 @@ func ParseList(body []byte, header http.Header) (ListPage, error) {
 	}
 	itemsKey := ""
 	for _, k := range ListItems {
-		if v, ok := o[k]; ok && len(bytes.TrimSpace(v)) > 0 && bytes.TrimSpace(v)[0] == '[' {
+		if v, ok := o.Get(k); ok && len(bytes.TrimSpace(v)) > 0 && bytes.TrimSpace(v)[0] == '[' {
 			if err := json.Unmarshal(v, &page.Items); err != nil {
 				return ListPage{}, fmt.Errorf("wire: list member %q: %w", k, err)
 			}
@@ -105,15 +105,15 @@ func markers(o Object, itemsKey string) (Object, []string) {
 	var unknown []string
 	var walk func(src Object, prefix string, depth int)
 	walk = func(src Object, prefix string, depth int) {
-		for k, v := range src {
+		src.Range(func(k string, v json.RawMessage) {
 			if depth == 0 && k == itemsKey {
-				continue
+				return
 			}
 			b := bytes.TrimSpace(v)
 			switch {
 			case known(k):
-				if _, dup := m[k]; !dup {
-					m[k] = v
+				if _, dup := m.Get(k); !dup {
+					m.set(k, v)
 				}
 			case len(b) > 0 && b[0] == '{' && depth < 6:
 				if inner, err := ParseObject(v); err == nil {
@@ -121,8 +121,9 @@ func markers(o Object, itemsKey string) (Object, []string) {
 				}
 			case len(b) > 0 && b[0] == '[':
 				if next, ok := relNext(v); ok {
-					if _, dup := m["next"]; !dup {
-						m["next"], _ = json.Marshal(next)
+					if _, dup := m.Get("next"); !dup {
+						nv, _ := json.Marshal(next)
+						m.set("next", nv)
 					}
 				} else if looksLikePaging(k) {
 					unknown = append(unknown, prefix+k)
@@ -130,7 +131,7 @@ func markers(o Object, itemsKey string) (Object, []string) {
 			case looksLikePaging(k):
 				unknown = append(unknown, prefix+k)
 			}
-		}
+		})
 	}
 	walk(o, "", 0)
 	return m, unknown
@@ -250,7 +251,7 @@ func decideNext(m Object, unknown []string, n int, header http.Header) NextPage 
 	if hp.hasMore && hp.more {
 		return NextPage{Problem: "the list's X-Has-More says there is more, with no link the SDK can follow"}
 	}
-	if hp.hasTotal && hp.total > n && len(m) == 0 {
+	if hp.hasTotal && hp.total > n && m.Len() == 0 {
 		return NextPage{Problem: fmt.Sprintf("the list's %s header counts %d items and it returned %d", headerTotal[0], hp.total, n)}
 	}
 	// A link to the next page, as a URL, a link object or a bare cursor.

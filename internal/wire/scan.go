@@ -14,17 +14,17 @@ import (
 // would, the last of duplicate keys winning.
 func scanObject(b []byte) (Object, error) {
 	if !json.Valid(b) {
-		var o Object
-		return nil, json.Unmarshal(b, &o) // the same error encoding/json gives
+		var o map[string]json.RawMessage
+		return Object{}, json.Unmarshal(b, &o) // the same error encoding/json gives
 	}
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		if i+4 <= len(b) && string(b[i:i+4]) == "null" {
-			return nil, errors.New("wire: null is not an object")
+			return Object{}, errors.New("wire: null is not an object")
 		}
-		return nil, errors.New("wire: not a JSON object")
+		return Object{}, errors.New("wire: not a JSON object")
 	}
-	o := make(Object, 16)
+	o := Object{members: make([]member, 0, 16)}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return o, nil
@@ -33,17 +33,19 @@ func scanObject(b []byte) (Object, error) {
 		// key
 		ks := i
 		ke := endOfString(b, i)
-		key := string(b[ks+1 : ke-1])
-		if containsByte(b[ks:ke], '\\') || !utf8.ValidString(key) {
-			if err := json.Unmarshal(b[ks:ke], &key); err != nil {
-				return nil, err
+		key := b[ks+1 : ke-1]
+		if containsByte(key, '\\') || !utf8.Valid(key) {
+			var k string
+			if err := json.Unmarshal(b[ks:ke], &k); err != nil {
+				return Object{}, err
 			}
+			key = []byte(k)
 		}
 		i = skipSpace(b, ke)
 		i = skipSpace(b, i+1) // ':'
 		vs := i
 		ve := endOfValue(b, i)
-		o[key] = json.RawMessage(b[vs:ve:ve])
+		o.setScanned(key, json.RawMessage(b[vs:ve:ve]))
 		i = skipSpace(b, ve)
 		if i < len(b) && b[i] == ',' {
 			i = skipSpace(b, i+1)
@@ -112,4 +114,16 @@ func endOfValue(b []byte, i int) int {
 		j++
 	}
 	return j
+}
+
+// setScanned adds a member read by scanObject (a duplicate key replaces
+// the earlier value, as encoding/json does).
+func (o *Object) setScanned(key []byte, v json.RawMessage) {
+	for i := range o.members {
+		if string(o.members[i].key) == string(key) {
+			o.members[i].val = v
+			return
+		}
+	}
+	o.members = append(o.members, member{key: key, val: v})
 }
