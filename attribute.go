@@ -139,7 +139,7 @@ func collision(e effect, f opFacts) (bool, string) {
 			return true, fmt.Sprintf("the replay refunds sale %s, this operation sale %s", e.SaleID, f.saleID)
 		}
 		if e.Amount.State == wire.Read && !e.Amount.Matches(f.amount) {
-			return true, fmt.Sprintf("the replay refunds %v centavos under every reading, this operation %d", e.Amount.Centavos, f.amount)
+			return true, fmt.Sprintf("the replay refunds %v centavos under every reading, this operation %d", e.Amount.Readings(), f.amount)
 		}
 	case kindPlanChange:
 		if e.subSt == wire.Read && e.SubID != f.subID {
@@ -198,7 +198,7 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 			}
 		case wire.Read:
 			if !e.Amount.Matches(f.amount) {
-				return attrOther, fmt.Sprintf("%s is of another amount (%v centavos under every reading; this operation refunds %d)", e.label(), e.Amount.Centavos, f.amount), true
+				return attrOther, fmt.Sprintf("%s is of another amount (%v centavos under every reading; this operation refunds %d)", e.label(), e.Amount.Readings(), f.amount), true
 			}
 		}
 	case kindPlanChange:

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"strconv"
 	"strings"
 
@@ -34,28 +33,45 @@ func newFPSecret(key []byte) fpSecret {
 	return fpSecret{id: hex.EncodeToString(sum[:8]), key: append([]byte(nil), key...)}
 }
 
-// fields is the input of a fingerprint.
-type fields struct{ public, private []string }
+// fields is the input of a fingerprint. private is computed only when
+// needed (a secret is configured, or a failure's message is scrubbed): it
+// is the customer's data and the card token.
+type fields struct {
+	public  []string
+	private func() []string
+}
 
-func writeFields(h hash.Hash, fs []string) {
-	var buf [20]byte
-	for _, f := range fs {
-		h.Write(strconv.AppendInt(buf[:0], int64(len(f)), 10))
-		h.Write([]byte{':'})
-		h.Write([]byte(f))
-		h.Write([]byte{'|'})
+func (f fields) privateFields() []string {
+	if f.private == nil {
+		return nil
 	}
+	return f.private()
+}
+
+// encodeFields writes fs as "len:value|" each, into one buffer.
+func encodeFields(fs []string) []byte {
+	n := 0
+	for _, f := range fs {
+		n += len(f) + 22
+	}
+	buf := make([]byte, 0, n)
+	for _, f := range fs {
+		buf = strconv.AppendInt(buf, int64(len(f)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, f...)
+		buf = append(buf, '|')
+	}
+	return buf
 }
 
 func publicPart(fs []string) string {
-	h := sha256.New()
-	writeFields(h, fs)
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(encodeFields(fs))
+	return hex.EncodeToString(sum[:])
 }
 
 func privatePart(key []byte, fs []string) string {
 	m := hmac.New(sha256.New, key)
-	writeFields(m, fs)
+	m.Write(encodeFields(fs))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
@@ -66,7 +82,7 @@ func (c *Client) fingerprint(f fields) string {
 		return "v1:" + pub
 	}
 	cur := c.fpSecrets[0]
-	return "v2:" + pub + ":" + cur.id + ":" + privatePart(cur.key, f.private)
+	return "v2:" + pub + ":" + cur.id + ":" + privatePart(cur.key, f.privateFields())
 }
 
 // fingerprintMatch compares a stored fingerprint with the params of a call.
@@ -90,7 +106,7 @@ func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
 			return true, len(c.fpSecrets) > 0
 		}
 		for _, s := range c.fpSecrets { // legacy "v1:pub:hmac": no key ID
-			if hmac.Equal([]byte(parts[2]), []byte(privatePart(s.key, f.private))) {
+			if hmac.Equal([]byte(parts[2]), []byte(privatePart(s.key, f.privateFields()))) {
 				return true, true
 			}
 		}
@@ -101,7 +117,7 @@ func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
 		}
 		for i, s := range c.fpSecrets {
 			if s.id == parts[2] {
-				return hmac.Equal([]byte(parts[3]), []byte(privatePart(s.key, f.private))), i > 0
+				return hmac.Equal([]byte(parts[3]), []byte(privatePart(s.key, f.privateFields()))), i > 0
 			}
 		}
 		c.log.Warn("pagpolar: a record's fingerprint was made with a secret this client no longer has; only its public fields are compared (keep earlier secrets in WithFingerprintSecret until their records are reaped)", "key_id", parts[2])

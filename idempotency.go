@@ -679,7 +679,7 @@ func (e *exec) refused(ctx context.Context, eff effect, why string, src Source) 
 func (e *exec) apiFailed(ctx context.Context, apiErr *APIError) error {
 	// The API's message says why; it is stored scrubbed of anything
 	// personal the request carried (rule 8; scrub.go).
-	msg := storedMessage(apiErr.Message, e.s.fpIn.private)
+	msg := storedMessage(apiErr.Message, e.s.fpIn.privateFields())
 	e.rec.State, e.rec.Error = keystore.StateFailed, storedReason(apiErr)
 	if msg != "" {
 		e.rec.Error += ": " + msg

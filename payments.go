@@ -94,7 +94,7 @@ func (s *PaymentsService) Pix(ctx context.Context, p PixParams) (*Charge, error)
 	body := wire.PixRequest{OfferIdentifier: p.OfferID, ExternalReference: p.ExternalReference, Customer: wireCustomer(p.Customer)}
 	spec := &opSpec{
 		kind: kindPix, id: orDefault(p.OperationID, kindPix, p.ExternalReference), path: wire.RoutePix, body: mustJSON(body),
-		fpIn: fields{public: []string{kindPix, p.OfferID, p.ExternalReference}, private: customerFields(p.Customer)},
+		fpIn: fields{public: []string{kindPix, p.OfferID, p.ExternalReference}, private: func() []string { return customerFields(p.Customer) }},
 		meta: opMeta{ExternalReference: p.ExternalReference, OfferID: p.OfferID, Method: wire.MethodPix},
 	}
 	return s.charge(ctx, spec)
@@ -112,7 +112,7 @@ func (s *PaymentsService) Boleto(ctx context.Context, p BoletoParams) (*Charge, 
 	body := wire.BoletoRequest{OfferIdentifier: p.OfferID, ExternalReference: p.ExternalReference, Customer: wireCustomer(p.Customer), DueDate: due}
 	spec := &opSpec{
 		kind: kindBoleto, id: orDefault(p.OperationID, kindBoleto, p.ExternalReference), path: wire.RouteBoleto, body: mustJSON(body),
-		fpIn: fields{public: []string{kindBoleto, p.OfferID, p.ExternalReference, due}, private: customerFields(p.Customer)},
+		fpIn: fields{public: []string{kindBoleto, p.OfferID, p.ExternalReference, due}, private: func() []string { return customerFields(p.Customer) }},
 		meta: opMeta{ExternalReference: p.ExternalReference, OfferID: p.OfferID, Method: wire.MethodBoleto},
 	}
 	return s.charge(ctx, spec)
@@ -138,7 +138,7 @@ func (s *PaymentsService) CreditCard(ctx context.Context, p CreditCardParams) (*
 		Card: wire.Card{Token: p.CardToken}, Installments: p.Installments}
 	spec := &opSpec{
 		kind: kindCreditCard, id: orDefault(p.OperationID, kindCreditCard, p.ExternalReference), path: wire.RouteCreditCard, body: mustJSON(body),
-		fpIn: fields{public: []string{kindCreditCard, p.OfferID, p.ExternalReference, strconv.Itoa(p.Installments)}, private: append(customerFields(p.Customer), p.CardToken)},
+		fpIn: fields{public: []string{kindCreditCard, p.OfferID, p.ExternalReference, strconv.Itoa(p.Installments)}, private: func() []string { return append(customerFields(p.Customer), p.CardToken) }},
 		meta: opMeta{ExternalReference: p.ExternalReference, OfferID: p.OfferID, Method: wire.MethodCreditCard},
 	}
 	return s.charge(ctx, spec)

@@ -67,7 +67,7 @@ func (s *SubscriptionsService) Subscribe(ctx context.Context, p SubscribeParams)
 	spec := &opSpec{
 		kind: kindSubscribe, id: orDefault(p.OperationID, kindSubscribe, p.ExternalReference),
 		path: strings.Replace(wire.RouteSubscribe, "{id}", url.PathEscape(p.OfferID), 1), body: mustJSON(body),
-		fpIn: fields{public: []string{kindSubscribe, p.OfferID, p.ExternalReference, p.PaymentMethod}, private: append(customerFields(p.Customer), p.CardToken)},
+		fpIn: fields{public: []string{kindSubscribe, p.OfferID, p.ExternalReference, p.PaymentMethod}, private: func() []string { return append(customerFields(p.Customer), p.CardToken) }},
 		meta: opMeta{ExternalReference: p.ExternalReference, OfferID: p.OfferID, Method: p.PaymentMethod},
 	}
 	res, err := s.c.run(ctx, spec)

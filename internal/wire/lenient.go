@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,13 +173,30 @@ func (o Object) Array(names []string) ([]json.RawMessage, FieldState) {
 // an integer is centavos as the SDK assumes, or whole reais; a number with
 // a fraction (99.90) or a decimal string ("99,90") is reais.
 type Amount struct {
-	State    FieldState
-	Centavos []int64
+	State FieldState
+	r     [4]int64
+	n     int
+}
+
+// Readings are the plausible readings in centavos, first the one the SDK
+// reports.
+func (a Amount) Readings() []int64 { return a.r[:a.n] }
+
+func (a *Amount) add(c int64) {
+	for _, x := range a.r[:a.n] {
+		if x == c {
+			return
+		}
+	}
+	if a.n < len(a.r) {
+		a.r[a.n] = c
+		a.n++
+	}
 }
 
 // Matches reports whether some reading of a is want centavos.
 func (a Amount) Matches(want int64) bool {
-	for _, c := range a.Centavos {
+	for _, c := range a.r[:a.n] {
 		if c == want {
 			return true
 		}
@@ -191,10 +207,10 @@ func (a Amount) Matches(want int64) bool {
 // Best is the reading the SDK reports (centavos as assumed, or reais
 // converted), or 0.
 func (a Amount) Best() int64 {
-	if len(a.Centavos) == 0 {
+	if a.n == 0 {
 		return 0
 	}
-	return a.Centavos[0]
+	return a.r[0]
 }
 
 // Amount reads a money field: a JSON number or a string. Every reading a
@@ -210,6 +226,15 @@ func (o Object) Amount(names []string) Amount {
 	}
 	b := bytes.TrimSpace(v)
 	var texts []string
+	if len(b) > 0 && b[0] != '"' {
+		out := Amount{}
+		readingsOf(string(b), &out)
+		if out.n == 0 {
+			return Amount{State: Unreadable}
+		}
+		out.State = Read
+		return out
+	}
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if json.Unmarshal(b, &s) != nil {
@@ -224,47 +249,42 @@ func (o Object) Amount(names []string) Amount {
 	}
 	out := Amount{}
 	for _, t := range texts {
-		for _, c := range readingsOf(t) {
-			if !slices.Contains(out.Centavos, c) {
-				out.Centavos = append(out.Centavos, c)
-			}
-		}
+		readingsOf(t, &out)
 	}
-	if len(out.Centavos) == 0 {
+	if out.n == 0 {
 		return Amount{State: Unreadable}
 	}
 	out.State = Read
 	return out
 }
 
-// readingsOf is what a decimal number written as t can mean, in centavos.
-func readingsOf(t string) []int64 {
+// readingsOf adds what a decimal number written as t can mean, in
+// centavos, to a.
+func readingsOf(t string, a *Amount) {
 	if t == "" || strings.Count(t, ".") > 1 {
-		return nil
+		return
 	}
 	if !strings.ContainsAny(t, ".eE") {
 		n, err := strconv.ParseInt(t, 10, 64)
 		if err != nil || n < 0 {
-			return nil
+			return
 		}
-		out := []int64{n}
+		a.add(n)
 		if n <= math.MaxInt64/100 {
-			out = append(out, n*100)
+			a.add(n * 100)
 		}
-		return out
+		return
 	}
 	f, err := strconv.ParseFloat(t, 64)
 	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || f > 1e15 {
-		return nil
+		return
 	}
-	var out []int64
 	if c := math.Round(f * 100); math.Abs(c-f*100) <= 1e-6*math.Max(1, f*100) {
-		out = append(out, int64(c)) // reais
+		a.add(int64(c)) // reais
 	}
 	if f == math.Trunc(f) {
-		out = append(out, int64(f)) // centavos written as a float
+		a.add(int64(f)) // centavos written as a float
 	}
-	return out
 }
 
 // Time reads a time field. A time without a zone is Unreadable (its zone

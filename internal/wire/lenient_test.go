@@ -69,12 +69,12 @@ func TestAmountReadings(t *testing.T) {
 		}
 		for _, h := range c.has {
 			if !a.Matches(h) {
-				t.Errorf("%s: readings %v lack %d", c.body, a.Centavos, h)
+				t.Errorf("%s: readings %v lack %d", c.body, a.Readings(), h)
 			}
 		}
 		for _, h := range c.hasNot {
 			if a.Matches(h) {
-				t.Errorf("%s: readings %v must not include %d", c.body, a.Centavos, h)
+				t.Errorf("%s: readings %v must not include %d", c.body, a.Readings(), h)
 			}
 		}
 	}
