@@ -262,9 +262,13 @@ func compareOffer(e effect, f opFacts) (attribution, string, bool) {
 // (servertime.go) and a readable creation time can exclude; an effect that
 // neither excludes is unclear.
 func compareTime(e effect, f opFacts) (attribution, string, bool) {
-	if f.snapshotted {
-		return 0, "", false
+	if f.snapshotted && !f.snapshot[e.ID] {
+		return 0, "", false // absent from a complete snapshot: new
 	}
+	// Here: no complete snapshot, or an effect in it after a 409 (the other
+	// sender of our key may have made it before our snapshot): only a
+	// validated time (for a 409, the earliest the other sender can have
+	// started) excludes.
 	if e.createdSt == wire.Read && !f.floor.IsZero() {
 		if e.Created.Add(e.CreatedRes + f.tolerance).Before(f.floor) {
 			return attrOther, fmt.Sprintf("%s was created at %s, before this operation's first send (server clock, at least %s)",

@@ -220,8 +220,9 @@ func WithMaxOperationAge(d time.Duration) Option {
 	return func(c *Client) error { c.maxOpAge = d; return nil }
 }
 
-// WithOwner names this client in operation leases (default: host name and a
-// random suffix). Two clients must never share an owner name.
+// WithOwner names this client in operation leases (default: the host
+// name), for operators reading the store; a random suffix is always added,
+// so instances that share a name never share a lease.
 func WithOwner(name string) Option {
 	return func(c *Client) error {
 		if name == "" {
@@ -274,20 +275,23 @@ func NewClient(credentialID string, tokens TokenSource, opts ...Option) (*Client
 	if c.budget == nil {
 		c.budget = NewRetryBudget(0, 0)
 	}
-	if c.owner == "" {
-		c.owner = defaultOwner()
-	}
+	// Every client instance gets a random suffix, so that a name reused
+	// across restarts or replicas never lets two instances share a lease.
+	c.owner = ownerName(c.owner)
 	c.Payments = &PaymentsService{c: c}
 	c.Refunds = &RefundsService{c: c}
 	c.Subscriptions = &SubscriptionsService{c: c}
 	return c, nil
 }
 
-func defaultOwner() string {
+// ownerName is name (default: the host name) and a random suffix.
+func ownerName(name string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	h, _ := os.Hostname()
-	return h + "-" + hex.EncodeToString(b[:])
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	return name + "-" + hex.EncodeToString(b[:])
 }
 
 // Store returns the client's key store.

@@ -98,7 +98,15 @@ func (e effect) statusClass() wire.StatusClass {
 	}
 	switch e.kind {
 	case effSale:
-		return wire.ClassifyStatus(wire.SaleStatuses, e.Status)
+		c := wire.ClassifyStatus(wire.SaleStatuses, e.Status)
+		if c == wire.StatusCreated && wire.Normalize(e.Status) == wire.SaleStatusPending {
+			if m, ok := wire.CanonicalMethod(e.Method); ok && wire.MethodFamily(m) == "card" {
+				// A PIX or boleto sale is pending until paid; a card sale that
+				// is pending is still being decided (it may yet be declined).
+				return wire.StatusUnknown
+			}
+		}
+		return c
 	case effRefund:
 		return wire.ClassifyStatus(wire.RefundStatuses, e.Status)
 	case effSubscription:

@@ -156,6 +156,7 @@ func TestSafetyRule4_409AfterAmbiguousAttempt(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultHold, Delay: 150 * time.Millisecond, Times: 1})
 	other := f.client(t, WithStore(keystore.NewMemory()))
+	f.warm(t, other) // a host that has been running: it knows the API's clock (a cold one ends unknown: it cannot date the sale)
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-409", Customer: goodCustomer}
 	done := make(chan error, 1)
 	go func() { _, err := f.c.Payments.Pix(f.ctx, p); done <- err }()
@@ -194,6 +195,7 @@ func TestSafetyRule4_409ThenOriginalFailsAfterCommit(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500After, Delay: 120 * time.Millisecond, Times: 1})
 	other := f.client(t, WithStore(keystore.NewMemory()))
+	f.warm(t, other) // a host that has been running (a cold one ends unknown: it cannot date the sale)
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-409b", Customer: goodCustomer}
 	done := make(chan error, 1)
 	go func() { _, err := f.c.Payments.Pix(f.ctx, p); done <- err }()

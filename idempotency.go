@@ -132,9 +132,15 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	}
 	rec.Meta = e.encodeMeta()
 	if legacy := c.legacyStoreID(s.id); legacy != "" {
-		// A record an earlier version wrote under the unescaped ID.
-		if old, err := c.store.Get(ctx, legacy); err == nil && c.ownsRecord(keystoreRecordKey{old.Key}, s.id) {
+		// A record an earlier version wrote under the unescaped ID. A read
+		// that fails is no proof there is none: no store, no send.
+		old, err := c.store.Get(ctx, legacy)
+		switch {
+		case err == nil && c.ownsRecord(keystoreRecordKey{old.Key}, s.id):
 			return e.existing(ctx, old)
+		case err != nil && !errors.Is(err, keystore.ErrNotFound):
+			return nil, &OperationError{OperationID: s.id, Key: rec.Key, State: "unreadable",
+				Err: fmt.Errorf("%w: reading the operation's record under its earlier ID; nothing was sent: %w", ErrStoreUnavailable, err)}
 		}
 	}
 	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
@@ -210,14 +216,8 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 		e.rec.Fingerprint = s.fp // re-fingerprinted under the current secret at the next write
 	}
 	defer e.release()
-	if known, ok := c.unrecorded.get(got.OperationID); ok {
-		// This client knew the outcome and could not write it: write it
-		// now, and answer it.
-		e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = known.State, known.ResultRef, known.Result, known.Error
-		if err := e.saveOutcome(ctx); err != nil {
-			return nil, e.notRecorded(fmt.Errorf("pagpolar: operation %q was %s", s.id, known.State), err)
-		}
-		return c.fromRecord(s.id, e.rec)
+	if res, err, ok := e.applyUnrecorded(ctx); ok {
+		return res, err
 	}
 	var m opMeta
 	if err := json.Unmarshal(got.Meta, &m); err != nil {
@@ -427,7 +427,7 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 // clock (rule 12).
 func (e *exec) markSend(ctx context.Context) error {
 	c := e.c
-	if c.maxOpAge > 0 && !e.rec.CreatedAt.IsZero() && c.clock.Now().Sub(e.rec.CreatedAt) > c.maxOpAge {
+	if sn := e.storeNow(c.clock.Now()); c.maxOpAge > 0 && !e.rec.CreatedAt.IsZero() && !sn.IsZero() && sn.Sub(e.rec.CreatedAt) > c.maxOpAge {
 		e.rec.State, e.rec.Error = keystore.StateNotExecuted, "operation older than MaxOperationAge"
 		_ = e.save(ctx)
 		return e.opErr(ErrOperationTooOld)
@@ -446,7 +446,10 @@ func (e *exec) markSend(ctx context.Context) error {
 	}
 	e.rec.LastSentAt = now
 	e.rec.State = keystore.StatePending
-	e.trustFrom(now, c.policy.trustDelay())
+	// Counted from before the send (a slow dial, a stalled process): the
+	// answer resets it; a process that picks the record up after a crash
+	// must allow for that.
+	e.trustFrom(now, c.policy.trustDelay()+c.policy.AttemptTimeout)
 	return e.save(ctx)
 }
 
@@ -609,7 +612,7 @@ func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, e
 		// unsettled operation could own it (the same sale and amount, the
 		// same subscription and offer): it may be that one's, whose answer
 		// was lost too.
-		if other, err := c.contested(ctx, e.s.kind, e.meta, e.rec.OperationID); err != nil || other != "" {
+		if other, err := c.contested(ctx, e.s.kind, e.meta, e.rec.OperationID, eff); err != nil || other != "" {
 			reason := fmt.Sprintf("the effect found could be operation %q's, which is not settled either", other)
 			if err != nil {
 				reason = "could not check for other operations on the same " + effectOf(e.s.kind).String() + " target"
@@ -618,6 +621,16 @@ func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, e
 		}
 	}
 	if other, err := c.claim(ctx, e.s.kind, eff.ID, e.s.id); err != nil || other != "" {
+		if err != nil && src != SourceLookup {
+			// The effect is ours (the API answered this key), but without
+			// its claim another operation could take it for its own: leave
+			// the record unsettled (a later call or Resume finds the effect,
+			// claims it and records it) and tell the caller what it got.
+			c.log.WarnContext(ctx, "pagpolar: succeeded, but the claim on the effect could not be written; the record stays unsettled", "op", e.s.id, "effect", eff.ID, "err", err)
+			value := c.resultValue(e.s.kind, eff)
+			c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateSucceeded), Source: src})
+			return &settled{rec: e.rec, op: e.op(src), value: value}, nil
+		}
 		if src == SourceLookup {
 			// Another operation claimed it between the lookup and now, or
 			// the claim cannot be written: no proof it is ours.
@@ -721,6 +734,27 @@ func (e *exec) saveOutcome(ctx context.Context) error {
 		e.c.unrecorded.remember(e.rec)
 	}
 	return err
+}
+
+// applyUnrecorded writes and answers an outcome this client knew and could
+// not write (saveOutcome), if the record is still as it was then: a record
+// someone else has written since (another host continued the operation)
+// makes the remembered outcome stale, and it is forgotten.
+func (e *exec) applyUnrecorded(ctx context.Context) (*settled, error, bool) {
+	known, ok := e.c.unrecorded.get(e.rec.OperationID)
+	if !ok {
+		return nil, nil, false
+	}
+	if known.Version != e.rec.Version {
+		e.c.unrecorded.forget(e.rec.OperationID)
+		return nil, nil, false
+	}
+	e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = known.State, known.ResultRef, known.Result, known.Error
+	if err := e.saveOutcome(ctx); err != nil {
+		return nil, e.notRecorded(fmt.Errorf("pagpolar: operation %q was %s", e.s.id, known.State), err), true
+	}
+	res, err := e.c.fromRecord(e.s.id, e.rec)
+	return res, err, true
 }
 
 // notRecorded wraps the error of a settled outcome that saveOutcome could

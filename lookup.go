@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 	"github.com/pagpolar/pagpolar-go/keystore"
@@ -361,6 +362,10 @@ func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string
 	}
 	rec := keystore.Record{OperationID: c.storeID(claimOpID(kind, effectID)), Key: "-", Kind: kindClaim,
 		State: keystore.StateSucceeded, ResultRef: self}
+	// Like the outcome it precedes, the claim outlives the caller's
+	// cancellation (bounded).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	got, err := c.store.Create(ctx, rec, c.owner, c.policy.LeaseTTL)
 	switch {
 	case err == nil:
@@ -385,12 +390,13 @@ func containsString(list []string, s string) bool {
 }
 
 // contested returns another unsettled operation (pending or unknown) that
-// could own the same effect as this one: a refund of the same amount of
-// the same sale, a change of the same subscription to the same offer. Its
+// could own eff as well as this one: a refund of the same sale whose amount
+// eff's amount can be read as, a change of the same subscription to the
+// same offer. Its
 // answer may have been lost too, so an effect found by lookup cannot be
 // told apart between the two. A listing that may be incomplete counts as
 // contested.
-func (c *Client) contested(ctx context.Context, kind string, m opMeta, selfStoreID string) (string, error) {
+func (c *Client) contested(ctx context.Context, kind string, m opMeta, selfStoreID string, eff effect) (string, error) {
 	const limit = 1000
 	prefix := c.storeID("")
 	recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: limit})
@@ -411,7 +417,9 @@ func (c *Client) contested(ctx context.Context, kind string, m opMeta, selfStore
 		same := false
 		switch kind {
 		case kindRefund:
-			same = o.SaleID == m.SaleID && o.Amount == m.Amount
+			// The effect could be that one's if one of its amount's
+			// readings is that refund's amount, as attribution reads it.
+			same = o.SaleID == m.SaleID && (o.Amount == m.Amount || eff.Amount.Matches(o.Amount))
 		case kindPlanChange:
 			same = o.SubscriptionID == m.SubscriptionID && o.OfferID == m.OfferID
 		}

@@ -73,6 +73,15 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		return nil, fmt.Errorf("pagpolar: operation %q: corrupt record meta: %w", opID, err)
 	}
 	e.s.path = e.meta.Path
+	if _, err, ok := e.applyUnrecorded(ctx); ok {
+		// This client knew the outcome and could not write it before.
+		out := &ResumeResult{OperationID: opID, Key: e.rec.Key, State: e.rec.State, Ref: e.rec.ResultRef, Attempts: e.rec.Attempts}
+		if err != nil && !e.rec.State.Settled() {
+			return nil, err
+		}
+		out.Err = err
+		return out, nil
+	}
 	if rec.State == keystore.StatePending && rec.Attempts == 0 {
 		// Saved, never sent (a refund that crashed during its snapshot).
 		if _, err := e.settleNotExecuted(ctx); err != nil {

@@ -32,11 +32,20 @@ const SourceWebhook Source = "webhook"
 // Webhook events arrive in any order and may describe an older state; the
 // existence of the effect is all this reads.
 //
+// Only successes are settled from an event: one event shows one effect, and
+// a refusal under the reference may be an earlier attempt's. Playground
+// test events settle nothing. The delivery carries no credential: give
+// each credential its own receiver (webhook token) when several share a
+// store.
+//
 // webhook.Config.Settle calls it for every event, before the handlers.
 func (c *Client) SettleFromWebhook(ctx context.Context, body []byte) ([]ResumeResult, error) {
 	env, err := wire.ParseObject(body)
 	if err != nil {
 		return nil, fmt.Errorf("pagpolar: webhook body: %w", err)
+	}
+	if t, ok := env.Get("test"); ok && string(t) != "false" && string(t) != "null" {
+		return nil, nil // a Playground test event: its effect does not exist
 	}
 	data, _ := env.Get("data")
 	dataObj, err := wire.ParseObject(data)
@@ -140,7 +149,10 @@ func (c *Client) settleOneFromEffect(ctx context.Context, cand candidate, eff ef
 	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}, owner: owner, leaseAt: c.clock.Now()}
 	e.noteLease(rec)
 	defer e.release()
-	if rec.State.Settled() {
+	if rec.State.Settled() || rec.Attempts == 0 {
+		// Settled meanwhile, or never sent (a cold charge whose snapshot
+		// failed): an event about an effect under its reference cannot be
+		// this operation's.
 		res.State, res.Ref = rec.State, rec.ResultRef
 		return res, false, nil
 	}
@@ -160,11 +172,11 @@ func (c *Client) settleOneFromEffect(ctx context.Context, cand candidate, eff ef
 			res.Err = err
 		}
 	case attrOursRefused:
-		if e.trusted(c.clock.Now()) {
-			res.Err = e.refused(ctx, eff, "settled by a webhook event: "+why, SourceWebhook)
-		} else {
-			res.Err = e.unknownErr("a webhook event shows a refused effect, but the request may still commit a success", nil)
-		}
+		// One event shows one effect. A refusal under the reference may be
+		// an earlier attempt's (a decline, then a retry under a new
+		// operation ID whose own sale is paid): only a lookup, which sees
+		// every effect, may settle a refusal.
+		res.Err = e.unknownErr("a webhook event shows a refused effect ("+why+"); only a lookup, which sees every effect under the reference, settles a refusal", nil)
 	case attrUnclear:
 		// Seen, and not understood: a later "not found" must not be trusted.
 		e.meta.noteUnclear([]string{eff.ID})

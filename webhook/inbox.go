@@ -52,8 +52,10 @@ type Config struct {
 	// this deployment's key store), settles the client's unsettled
 	// operations that an event carries the effect of — a charge or a
 	// subscribe whose answer was lost — before the event's handler runs.
-	// It never sends a money request. An event whose operations are held by
-	// a worker is tried again later (an attempt, with backoff).
+	// It never sends a money request, never touches an operation a worker
+	// holds (that worker settles it by lookup), settles only successes,
+	// ignores Playground test events, and never fails the event: its
+	// errors are logged and the handler runs regardless.
 	Settle Settler
 	// Key builds dedupe keys (default DefaultKey; KeyEveryDelayed processes
 	// every SUBSCRIPTION_DELAYED notice).

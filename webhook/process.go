@@ -194,11 +194,14 @@ func (in *Inbox) run(rec Record, ev *Event) (herr, cause error) {
 	if h == nil {
 		h = in.cfg.Default
 	}
-	if in.cfg.Settle != nil {
+	if in.cfg.Settle != nil && !ev.Envelope.Test && !strings.HasPrefix(ev.Key, "test:") {
 		handler := h
 		h = func(ctx context.Context, ev *Event) error {
+			// Best effort, and never in the way of the handler: an operation a
+			// worker holds is that worker's to settle (by lookup), and a store
+			// error leaves the operation for the next event, Resume or call.
 			if _, err := in.cfg.Settle.SettleFromWebhook(ctx, ev.Raw); err != nil {
-				return fmt.Errorf("settling the client operations this event carries the effect of: %w", err)
+				in.log.Info("webhook: the client operations this event may settle were left as they are", slog.String("key", ev.Key), slog.Any("error", err))
 			}
 			if handler == nil {
 				return errNoHandler
