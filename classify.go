@@ -1,7 +1,6 @@
 package pagpolar
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 )
@@ -93,6 +92,3 @@ func misconfigured(status int) string {
 	}
 	return "an intermediary refused the request before the API processed it; nothing was processed — call again with the same operation ID"
 }
-
-// errNotAPI marks an APIError whose body is not the API's own.
-var errNotAPI = errors.New("not the API's answer")

@@ -141,13 +141,3 @@ func (s *serverClock) check(created time.Time, res time.Duration, floor time.Tim
 	}
 	return false
 }
-
-// disable switches the estimator off (see the type's comment); it reports
-// whether it was on.
-func (s *serverClock) disable() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	was := !s.disabled
-	s.disabled = true
-	return was
-}

@@ -433,14 +433,13 @@ func (x *exchange) error(status int, code, msg string) {
 	x.respond(status, "application/json", x.s.errorBody(code, msg))
 }
 
-// gateway answers as an intermediary (load balancer, CDN) would: an HTML
-// page, not the API's JSON error.
+// gateway answers as an intermediary (load balancer, CDN, API gateway)
+// would: an HTML page, or JSON of the gateway's own with ShapeGatewayJSON,
+// never the API's error.
 func (x *exchange) gateway(status int) {
 	status = gatewayStatus(status)
-	text := http.StatusText(status)
-	x.respond(status, "text/html; charset=utf-8", fmt.Appendf(nil,
-		"<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
-		status, text, status, text))
+	contentType, body := x.s.gatewayBody(status)
+	x.respond(status, contentType, body)
 }
 
 // drop closes the connection without answering: the client sees a
