@@ -68,11 +68,14 @@ type demoConfig struct {
 	clockOffset time.Duration // the client's clock against the fake's and the store's
 }
 
-func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
+// parseDemoFlags parses demo's command line; on -h it writes the usage to
+// helpOut and returns flag.ErrHelp. It prints nothing else: the caller
+// prints the error.
+func parseDemoFlags(args []string, helpOut io.Writer) (*demoConfig, error) {
 	cfg := &demoConfig{}
 	fs := flag.NewFlagSet("pagpolar demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.store, "store", "", "key store URL: sqlite:PATH, postgres://..., redis://... (default: SQLite in a temporary file)")
 	fs.IntVar(&cfg.orders, "orders", 2000, "orders to run")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "orders in flight at once")
@@ -84,6 +87,11 @@ func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
 	fs.StringVar(&cfg.shapes, "shapes", "today", "answer shapes of the fake: today, a comma list of "+shapeNames()+", or all (one run per shape)")
 	fs.DurationVar(&cfg.clockOffset, "client-clock-offset", 0, "run the client with its clock this far off the fake's and the store's (e.g. 5m, -3s)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(helpOut, demoUsage)
+			fs.SetOutput(helpOut)
+			fs.PrintDefaults()
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -111,12 +119,12 @@ func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
 
 // runDemo is `pagpolar demo`.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseDemoFlags(args, stderr)
+	cfg, err := parseDemoFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "pagpolar demo: %v\n", err)
+		fmt.Fprintf(stderr, "pagpolar demo: %v\nRun \"pagpolar demo -h\" for the flags.\n", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)

@@ -244,7 +244,7 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	if code := run(context.Background(), nil, &out, &errOut); code != 2 {
 		t.Fatalf("no command: %d", code)
 	}
-	if code := run(context.Background(), []string{"sim", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "-drop-after-commit") {
+	if code := run(context.Background(), []string{"sim", "-h"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "-drop-after-commit") {
 		t.Fatalf("sim -h: %d", code)
 	}
 }
