@@ -95,7 +95,7 @@ func post(t *testing.T, url, token, key, body string) (int, []byte, error) {
 	return res.StatusCode, b, err
 }
 
-const simPix = `{"offer_identifier":"offer-basic","external_reference":"order-1","customer":{"name":"Ana","email":"ana@example.com"}}`
+const simPix = `{"offer_identifier":"offer-basic","external_reference":"order-1","customer":{"name":"Ana","email":"ana@example.com","document":"","phone":""}}`
 
 func TestSimServes(t *testing.T) {
 	vars, stderr, stop := startSim(t, "-addr", "127.0.0.1:0", "-tokens", "2", "-credentials", "1", "-v")
