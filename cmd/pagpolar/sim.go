@@ -80,10 +80,15 @@ func parseSimFlags(args []string, helpOut io.Writer) (*simConfig, error) {
 	fs.SetOutput(io.Discard)
 	usage := func() {
 		fmt.Fprintf(helpOut, "usage: pagpolar sim [flags]\n\n"+
-			"Runs the fake PagPolar API and prints its URL, credential and tokens as\n"+
-			"NAME=value lines on stdout. Fault rates are per-request probabilities among the\n"+
-			"money requests that reach the fault's stage; the same -seed and request order\n"+
-			"give the same faults. SIGINT/SIGTERM stop it.\n\nflags:\n")
+			"Runs the fake PagPolar API and prints, as NAME=value lines on stdout, every\n"+
+			"variable the examples, the README's quick start and the staging test read:\n"+
+			"PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID, PAGPOLAR_TOKEN, PAGPOLAR_OFFER_ID,\n"+
+			"PAGPOLAR_PLAN_ID, PAGPOLAR_OTHER_PLAN_ID, PAGPOLAR_FP_SECRET. For instance\n"+
+			"\"pagpolar sim | tee sim.env\" here, and \"set -a; . ./sim.env; set +a\" in the shell\n"+
+			"that runs the examples.\n\n"+
+			"Fault rates are per-request probabilities among the money requests that reach\n"+
+			"the fault's stage; the same -seed and request order give the same faults.\n"+
+			"SIGINT/SIGTERM stop it.\n\nflags:\n")
 		fs.SetOutput(helpOut)
 		fs.PrintDefaults()
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +130,31 @@ func TestSimServes(t *testing.T) {
 	}
 	if _, _, err := post(t, url+wire.RoutePix, vars["PAGPOLAR_TOKEN"], "k2", simPix); err == nil {
 		t.Fatal("still serving after stop")
+	}
+}
+
+// TestSimPrintsWhatTheExamplesRead: every variable the examples and the
+// staging test read is one the sim prints, so that exporting the sim's
+// output is enough to run them against it.
+func TestSimPrintsWhatTheExamplesRead(t *testing.T) {
+	vars, _, _ := startSim(t, "-addr", "127.0.0.1:0")
+	read := map[string]bool{}
+	for _, f := range []string{"../../examples/internal/exampleenv/env.go", "../../examples/staging/staging_test.go"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`"(PAGPOLAR_[A-Z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+			read[m[1]] = true
+		}
+	}
+	if len(read) < 7 {
+		t.Fatalf("found only %v in the examples' sources", read)
+	}
+	for name := range read {
+		if vars[name] == "" {
+			t.Errorf("the examples read %s, which the sim does not print (it prints %v)", name, vars)
+		}
 	}
 }
 
