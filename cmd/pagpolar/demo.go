@@ -39,17 +39,18 @@ checked against what the SDK reported, and a report is printed.
 
 Exits 1 if any order was charged twice or any operation ended without an
 outcome. The same -seed gives the same orders and the same faults (each
-decided by the seed, the order and the attempt, not by timing): at
--concurrency 1 two runs report the same fault counts and verdict; at higher
-concurrency the orders share a retry budget and the faults met by reads can
-differ slightly.
+decided by the seed, the order and the attempt, not by timing), so two runs
+report the same fault counts, effects and verdict. That holds by
+construction at -concurrency 1; at higher concurrency it held in every run
+measured, but is not guaranteed (the orders share a client-wide retry
+budget). Timings, request counts and how settling split its work vary.
 
 The key store is a temporary SQLite file deleted at exit; with -store the
 run's records stay in that store under the fake's fresh credential ID, for
 pagpolar ops to look at (the reaper removes them after the retention period).
 
-The first go run compiles the SDK (about 1.5 minutes with an empty build
-cache); the default run then takes about 10 s.
+The first go run compiles the SDK, silently (one to two minutes with an
+empty build cache); the default run then takes about 10 s.
 
 flags:
 `
