@@ -32,6 +32,13 @@ var errBadStoreURL = storeurl.ErrBadURL
 // and query_only, PostgreSQL in read-only transactions); Redis is opened
 // with redisstore.New once its <prefix>:meta key is known to exist, so
 // New's HSETNX of the shard count changes nothing.
+//
+// One side effect remains, and is SQLite's: a reader of a WAL database
+// needs its -wal and -shm files and creates them (empty) when they are
+// missing, e.g. after the last writer closed cleanly; the database file
+// itself is not written (TestOpsReadCommandsNeverWrite compares it byte
+// for byte). immutable=1 would avoid them but read wrong data beside a live
+// writer.
 type interimOpener struct{}
 
 // storeLocation is what a store URL names.
