@@ -89,7 +89,7 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 		t.Fatalf("want a decline, got %v", err)
 	}
 	get := func(id string) keystore.Record {
-		r, err := c.Store().Get(ctx, srv.CredentialID+"/"+id)
+		r, err := c.Store().Get(ctx, pagpolar.RecordID(srv.CredentialID, id))
 		if err != nil {
 			t.Fatal(err)
 		}
