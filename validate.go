@@ -69,11 +69,12 @@ func validateCustomer(c Customer) error {
 	if at < 1 || at == len(c.Email)-1 || strings.ContainsAny(c.Email, " \t\r\n") {
 		return &ValidationError{Field: "Customer.Email", Reason: "not an e-mail address"}
 	}
-	if err := required("Customer.Document", c.Document); err != nil {
-		return err
-	}
-	if n := digits(c.Document); n != 11 && n != 14 {
-		return &ValidationError{Field: "Customer.Document", Reason: "want a CPF (11 digits) or CNPJ (14 digits)"}
+	// The document may be empty: the API's own PIX example sends
+	// "document": "" (CONTRACT.md). When given it must be a CPF or CNPJ.
+	if c.Document != "" {
+		if n := digits(c.Document); n != 11 && n != 14 {
+			return &ValidationError{Field: "Customer.Document", Reason: "want a CPF (11 digits) or CNPJ (14 digits), or empty"}
+		}
 	}
 	if c.Phone != "" {
 		if n := digits(c.Phone); n < 10 || n > 13 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 // countingServer counts every request and answers 500, so a test that
@@ -186,5 +187,33 @@ func TestDerivedKeysAreStableAndScopedByCredential(t *testing.T) {
 	r, _ := NewClient("cred-a", StaticToken("t"), WithRandomKeys(), WithStore(keystore.NewMemory()))
 	if k1, k2 := r.idempotencyKey("pix:o1"), r.idempotencyKey("pix:o1"); k1 == k2 {
 		t.Fatal("random keys repeated")
+	}
+}
+
+// TestCustomerAsInTheDocsExample: the API's own PIX example sends
+// "document": "" and "phone": ""; the SDK accepts that customer, sends both
+// members, and the fake (as strict as the documented request) creates the
+// sale. A document that is given must still be a CPF or CNPJ.
+func TestCustomerAsInTheDocsExample(t *testing.T) {
+	srv := pagpolartest.NewServer(t)
+	c, err := NewClient(srv.CredentialID, StaticToken(srv.Token), WithBaseURL(srv.URL), WithStore(keystore.NewMemory()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Payments.Pix(context.Background(), PixParams{OfferID: "offer-basic", ExternalReference: "PEDIDO-1234",
+		Customer: Customer{Name: "Maria Silva", Email: "cliente@exemplo.com", Document: "", Phone: ""}})
+	if err != nil {
+		t.Fatalf("the docs' example customer: %v", err)
+	}
+	if ch.Sale.ID == "" {
+		t.Fatal("no sale")
+	}
+	for _, doc := range []string{"123", " ", "abc.def.ghi-jk"} {
+		_, err := c.Payments.Pix(context.Background(), PixParams{OfferID: "offer-basic", ExternalReference: "PEDIDO-1235",
+			Customer: Customer{Name: "Maria Silva", Email: "cliente@exemplo.com", Document: doc}})
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "Customer.Document" {
+			t.Errorf("document %q: %v, want a ValidationError naming Customer.Document", doc, err)
+		}
 	}
 }

@@ -9,6 +9,39 @@ import (
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 )
 
+// docsPix is the body of the PIX example in the idempotency page, with an
+// offer of the fake in place of its empty placeholder.
+const docsPix = `{
+  "offer_identifier": "offer-basic",
+  "external_reference": "PEDIDO-1234",
+  "customer": {
+    "name": "Maria Silva",
+    "email": "cliente@exemplo.com",
+    "document": "",
+    "phone": ""
+  }
+}`
+
+// bodyWith returns the JSON object body with member set to v.
+func bodyWith(body, member string, v any) string {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		panic(err)
+	}
+	m[member] = v
+	return string(mustJSON(m))
+}
+
+// bodyWithout returns the JSON object body without member.
+func bodyWithout(body, member string) string {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		panic(err)
+	}
+	delete(m, member)
+	return string(mustJSON(m))
+}
+
 // routerPage marks the cases answered by the router, not the API.
 const routerPage = "(router page)"
 
@@ -18,6 +51,7 @@ func TestBadInput(t *testing.T) {
 	c := newClient(t, s)
 	anon := c.withToken("")
 	huge := `{"offer_identifier":"offer-basic","external_reference":"` + strings.Repeat("x", maxBodyBytes) + `"}`
+	pix := pixBody("offer-basic", "o")
 	tests := []struct {
 		name         string
 		c            *tclient
@@ -41,19 +75,32 @@ func TestBadInput(t *testing.T) {
 		{"JSON null", c, "POST", wire.RoutePix, "k", `null`, 400, wire.CodeValidation, "body"},
 		{"JSON array", c, "POST", wire.RoutePix, "k", `[{"offer_identifier":"offer-basic"}]`, 400, wire.CodeValidation, "body"},
 		{"trailing data", c, "POST", wire.RoutePix, "k", `{"offer_identifier":"offer-basic"} {}`, 400, wire.CodeValidation, "body"},
-		{"number for string", c, "POST", wire.RoutePix, "k", `{"offer_identifier":1}`, 400, wire.CodeValidation, "offer_identifier"},
-		{"string for object", c, "POST", wire.RoutePix, "k", `{"offer_identifier":"offer-basic","customer":"Ana"}`, 400, wire.CodeValidation, "customer"},
+		{"number for string", c, "POST", wire.RoutePix, "k", bodyWith(pix, "offer_identifier", 1), 400, wire.CodeValidation, "offer_identifier"},
+		{"string for object", c, "POST", wire.RoutePix, "k", bodyWith(pix, "customer", "Ana"), 400, wire.CodeValidation, "customer"},
 		{"float amount (reais, not centavos)", c, "POST", wire.RouteRefunds, "k", `{"sale_identifier":"s","amount":99.90}`, 400, wire.CodeValidation, "amount"},
 		{"string amount", c, "POST", wire.RouteRefunds, "k", `{"sale_identifier":"s","amount":"100"}`, 400, wire.CodeValidation, "amount"},
 		{"negative amount", c, "POST", wire.RouteRefunds, "k", `{"sale_identifier":"s","amount":-1}`, 400, wire.CodeValidation, "amount"},
-		{"missing offer", c, "POST", wire.RoutePix, "k", `{"external_reference":"o"}`, 400, wire.CodeValidation, "offer_identifier"},
+		{"refund without amount", c, "POST", wire.RouteRefunds, "k", `{"sale_identifier":"s"}`, 400, wire.CodeValidation, "amount: required"},
+		{"missing offer", c, "POST", wire.RoutePix, "k", bodyWithout(pix, "offer_identifier"), 400, wire.CodeValidation, "offer_identifier: required"},
+		{"empty offer", c, "POST", wire.RoutePix, "k", bodyWith(pix, "offer_identifier", ""), 400, wire.CodeValidation, "offer_identifier"},
 		{"long reference", c, "POST", wire.RoutePix, "k", pixBody("offer-basic", strings.Repeat("r", 256)), 400, wire.CodeValidation, "external_reference"},
-		{"card without token", c, "POST", wire.RouteCreditCard, "k", `{"offer_identifier":"offer-basic","card":{}}`, 400, wire.CodeValidation, "card.token"},
-		{"subscribe without method", c, "POST", "/plans/offer/plan-basic/subscribe", "k", `{"external_reference":"o"}`, 400, wire.CodeValidation, "payment_method"},
-		{"subscribe bad method", c, "POST", "/plans/offer/plan-basic/subscribe", "k", `{"payment_method":"cash"}`, 400, wire.CodeValidation, "payment_method"},
+		{"card without token", c, "POST", wire.RouteCreditCard, "k", bodyWith(cardBody("offer-basic", "o", "t"), "card", map[string]any{}), 400, wire.CodeValidation, "card.token"},
+		{"subscribe without method", c, "POST", "/plans/offer/plan-basic/subscribe", "k", bodyWithout(subscribeBody("o", "pix", ""), "payment_method"), 400, wire.CodeValidation, "payment_method"},
+		{"subscribe bad method", c, "POST", "/plans/offer/plan-basic/subscribe", "k", subscribeBody("o", "cash", ""), 400, wire.CodeValidation, "payment_method"},
 		{"plan change without offer", c, "POST", "/subscriptions/sub_x/plan-change", "k", `{}`, 400, wire.CodeValidation, "offer_identifier"},
-		{"boleto bad due date", c, "POST", wire.RouteBoleto, "k", `{"offer_identifier":"offer-basic","due_date":"tomorrow"}`, 400, wire.CodeValidation, "due_date"},
-		{"unknown fields are ignored", c, "POST", wire.RoutePix, "k-ok", `{"offer_identifier":"offer-basic","color":"blue"}`, 201, "", ""},
+		{"boleto bad due date", c, "POST", wire.RouteBoleto, "k", bodyWith(pix, "due_date", "tomorrow"), 400, wire.CodeValidation, "due_date"},
+		// As strict as the documented request (the docs' PIX example sends
+		// offer_identifier, external_reference and a customer with name,
+		// email, document and phone, the last two ""):
+		{"PIX without customer", c, "POST", wire.RoutePix, "k", bodyWithout(pix, "customer"), 400, wire.CodeValidation, "customer: required"},
+		{"only offer_identifier", c, "POST", wire.RoutePix, "k", `{"offer_identifier":"offer-basic"}`, 400, wire.CodeValidation, "external_reference: required"},
+		{"empty reference", c, "POST", wire.RoutePix, "k", bodyWith(pix, "external_reference", ""), 400, wire.CodeValidation, "external_reference"},
+		{"customer without phone", c, "POST", wire.RoutePix, "k", bodyWith(pix, "customer", map[string]any{"name": "Ana", "email": "a@b.c", "document": ""}), 400, wire.CodeValidation, "customer.phone: required"},
+		{"customer without email", c, "POST", wire.RoutePix, "k", bodyWith(pix, "customer", map[string]any{"name": "Ana", "email": "", "document": "", "phone": ""}), 400, wire.CodeValidation, "customer.email"},
+		{"null document", c, "POST", wire.RoutePix, "k", bodyWith(pix, "customer", map[string]any{"name": "Ana", "email": "a@b.c", "document": nil, "phone": ""}), 400, wire.CodeValidation, "customer.document"},
+		{"unknown field", c, "POST", wire.RoutePix, "k", bodyWith(pix, "amount", 1), 400, wire.CodeValidation, "amount: unknown field"},
+		{"unknown customer field", c, "POST", wire.RoutePix, "k", bodyWith(pix, "customer", map[string]any{"name": "Ana", "email": "a@b.c", "document": "", "phone": "", "cpf": "1"}), 400, wire.CodeValidation, "customer.cpf: unknown field"},
+		{"the docs' own example", c, "POST", wire.RoutePix, "k-docs", docsPix, 201, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

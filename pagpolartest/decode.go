@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -14,6 +17,110 @@ import (
 // maxRefLen bounds external_reference (ASSUMED, like the key's 255).
 const maxRefLen = 255
 
+// field is one member of a request body: the documented PIX body (its
+// example in the idempotency page) and the SDK's assumed bodies of the
+// other routes (internal/wire), member by member.
+type field struct {
+	name     string
+	required bool    // the member must be present
+	nonEmpty bool    // and, a string, not empty
+	object   []field // its members, when it is an object
+}
+
+// customerFields is the documented customer: the docs' example sends all
+// four members, with "document": "" and "phone": "" — so all four must be
+// present, and name and email not empty.
+var customerFields = []field{
+	{name: "name", required: true, nonEmpty: true},
+	{name: "email", required: true, nonEmpty: true},
+	{name: "document", required: true},
+	{name: "phone", required: true},
+}
+
+var cardFields = []field{{name: "token", required: true, nonEmpty: true}}
+
+// chargeFields is the documented PIX body; boleto and card add to it
+// (assumed).
+var chargeFields = []field{
+	{name: "offer_identifier", required: true, nonEmpty: true},
+	{name: "external_reference", required: true, nonEmpty: true},
+	{name: "customer", required: true, object: customerFields},
+}
+
+// bodyFields lists, per money route, every member its body may have.
+var bodyFields = map[string][]field{
+	routePix:        chargeFields,
+	routeBoleto:     append(append([]field{}, chargeFields...), field{name: "due_date"}),
+	routeCreditCard: append(append([]field{}, chargeFields...), field{name: "card", required: true, object: cardFields}, field{name: "installments"}),
+	routeSubscribe: {
+		{name: "external_reference", required: true, nonEmpty: true},
+		{name: "customer", required: true, object: customerFields},
+		{name: "payment_method", required: true},
+		{name: "card", object: cardFields},
+	},
+	routePlanChange: {{name: "offer_identifier", required: true, nonEmpty: true}},
+	routeRefund: {
+		{name: "sale_identifier", required: true, nonEmpty: true},
+		{name: "amount", required: true},
+		{name: "reason"},
+	},
+}
+
+// checkMembers checks that raw, the object at path, has only the members
+// fields names (an unknown one is a 400 naming it: an "amount" in a PIX
+// body would be ignored by a lenient server while the offer sets the
+// price) and every required one, present and, where it must be, not empty.
+func checkMembers(path string, raw json.RawMessage, fields []field) error {
+	name := func(f string) string {
+		if path == "" {
+			return f
+		}
+		return path + "." + f
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil || members == nil {
+		if path == "" {
+			return errors.New("body: must be a JSON object")
+		}
+		return fmt.Errorf("%s: must be an object", path)
+	}
+	known := make([]string, len(fields))
+	for i, f := range fields {
+		known[i] = f.name
+	}
+	var unknown []string
+	for k := range members {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("%s: unknown field (the documented members are %s)", name(unknown[0]), strings.Join(known, ", "))
+	}
+	for _, f := range fields {
+		v, ok := members[f.name]
+		switch {
+		case !ok && f.required:
+			return fmt.Errorf("%s: required", name(f.name))
+		case !ok:
+			continue
+		case string(bytes.TrimSpace(v)) == "null":
+			return fmt.Errorf("%s: must not be null", name(f.name))
+		case f.object != nil:
+			if err := checkMembers(name(f.name), v, f.object); err != nil {
+				return err
+			}
+		case f.nonEmpty:
+			var str string
+			if json.Unmarshal(v, &str) == nil && strings.TrimSpace(str) == "" {
+				return fmt.Errorf("%s: required (empty)", name(f.name))
+			}
+		}
+	}
+	return nil
+}
+
 // decodeMoney decodes and validates the body of a money route. Its errors
 // name the offending field and never echo the values sent (they may be
 // personal data).
@@ -21,6 +128,15 @@ func decodeMoney(route string, body []byte) (any, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, errors.New("body: must be a JSON object")
+	}
+	if !json.Valid(trimmed) {
+		var probe any
+		return nil, describeJSONError(json.Unmarshal(trimmed, &probe))
+	}
+	if fields, ok := bodyFields[route]; ok {
+		if err := checkMembers("", trimmed, fields); err != nil {
+			return nil, err
+		}
 	}
 	var v any
 	switch route {

@@ -1,7 +1,9 @@
 package pagpolartest
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"time"
 )
 
@@ -37,9 +39,21 @@ type Fault struct {
 	Times int
 
 	// Probability, if strictly between 0 and 1, makes the fault apply to a
-	// matching request only when a coin seeded by WithSeed says so (Times
-	// counts the requests it did apply to). 0 and 1 mean always.
+	// matching request only when a coin says so (Times counts the requests
+	// it did apply to). 0 and 1 mean always. By default the coins are one
+	// random sequence seeded by WithSeed and drawn in the order requests
+	// arrive, so concurrent clients (or one whose retries depend on timing)
+	// meet different faults in every run; WithDeterministicFaults makes
+	// each coin a function of the seed and of the request's subject and
+	// attempt instead (see there).
 	Probability float64
+
+	// OnlyFirst, if positive, makes the fault apply only to the first
+	// OnlyFirst requests about the same subject that reach it (see
+	// WithDeterministicFaults for what a subject is): e.g. 1 on a read route
+	// fails a lookup's first read at most, however many times a client
+	// polls. 0 means any request.
+	OnlyFirst int
 
 	Action FaultAction
 
@@ -181,6 +195,9 @@ var moneyRoutes = map[string]bool{
 type activeFault struct {
 	Fault
 	applied int
+	// reached counts, per subject, the requests that were checked against
+	// this fault (WithDeterministicFaults and OnlyFirst); nil until needed.
+	reached map[string]int
 }
 
 // faultQuery describes a request for matching.
@@ -196,7 +213,8 @@ type faultQuery struct {
 // of its Times and, for a probabilistic one, one coin. Called with s.mu held.
 func (s *Server) pickFault(q faultQuery) (Fault, bool) {
 	money := moneyRoutes[q.route]
-	for _, f := range s.faults {
+	subject := ""
+	for i, f := range s.faults {
 		switch {
 		case f.Action.front() != q.front,
 			f.Route == "" && !money,
@@ -208,13 +226,81 @@ func (s *Server) pickFault(q faultQuery) (Fault, bool) {
 			f.Times > 0 && f.applied >= f.Times:
 			continue
 		}
-		if f.Probability > 0 && f.Probability < 1 && s.rng.Float64() >= f.Probability {
-			continue
+		coin := f.Probability > 0 && f.Probability < 1
+		n := 0 // this request's rank among its subject's requests that reached f
+		if f.OnlyFirst > 0 || (coin && s.cfg.deterministicFaults) {
+			if subject == "" {
+				subject = s.faultSubject(q)
+			}
+			if f.reached == nil {
+				f.reached = map[string]int{}
+			}
+			f.reached[subject]++
+			n = f.reached[subject]
+			if f.OnlyFirst > 0 && n > f.OnlyFirst {
+				continue
+			}
+		}
+		if coin {
+			u := 0.0
+			if s.cfg.deterministicFaults {
+				u = faultCoin(s.cfg.seed, i, subject, n)
+			} else {
+				u = s.rng.Float64()
+			}
+			if u >= f.Probability {
+				continue
+			}
 		}
 		f.applied++
 		return f.Fault, true
 	}
 	return Fault{}, false
+}
+
+// faultSubject names what a request is about in words that are the same in
+// every run: its route and the external reference of the order it concerns.
+// A refund, a plan change and a read of a sale, its refunds or a
+// subscription by ID are about the external reference of that sale or
+// subscription (their IDs are new in every run); a request with no
+// reference at all is about its Idempotency-Key. Called with s.mu held.
+func (s *Server) faultSubject(q faultQuery) string {
+	ref := q.ref
+	switch q.route {
+	case routeRefund, routeGetRefunds, routeGetSale: // a sale ID
+		if sl, ok := s.saleByID[q.ref]; ok {
+			ref = sl.v.ExternalReference
+		}
+	case routePlanChange, routeGetSubscription: // a subscription ID
+		if sb, ok := s.subByID[q.ref]; ok {
+			ref = sb.v.ExternalReference
+		}
+	}
+	if ref == "" {
+		return q.route + " key " + q.key
+	}
+	return q.route + " ref " + ref
+}
+
+// faultCoin is a number in [0, 1) that depends only on its arguments: the
+// seed, the fault's position among the injected faults, the request's
+// subject and its rank among the subject's requests that reached the fault.
+func faultCoin(seed int64, fault int, subject string, n int) float64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for _, v := range []uint64{uint64(seed), uint64(fault), uint64(n)} {
+		binary.LittleEndian.PutUint64(b[:], v)
+		_, _ = h.Write(b[:])
+	}
+	_, _ = h.Write([]byte(subject))
+	// splitmix64's finaliser spreads FNV's weak low bits over the word.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
 }
 
 func validateFault(f Fault) error {
@@ -227,8 +313,8 @@ func validateFault(f Fault) error {
 	if f.Probability < 0 || f.Probability > 1 {
 		return fmt.Errorf("pagpolartest: Fault.Probability %v is outside [0, 1]", f.Probability)
 	}
-	if f.Times < 0 || f.Delay < 0 {
-		return fmt.Errorf("pagpolartest: Fault.Times and Fault.Delay must not be negative")
+	if f.Times < 0 || f.Delay < 0 || f.OnlyFirst < 0 {
+		return fmt.Errorf("pagpolartest: Fault.Times, Fault.Delay and Fault.OnlyFirst must not be negative")
 	}
 	return nil
 }

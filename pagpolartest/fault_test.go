@@ -2,6 +2,8 @@ package pagpolartest
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -455,6 +457,91 @@ func TestFaultProbabilitySeeded(t *testing.T) {
 	}
 }
 
+// TestDeterministicFaultsIgnoreArrivalOrder: with WithDeterministicFaults,
+// which attempt of which order meets a probabilistic fault depends on the
+// seed alone: sending the same requests in another order (as concurrent
+// clients would) applies the same faults; another seed applies others; the
+// share applied is the probability.
+func TestDeterministicFaultsIgnoreArrivalOrder(t *testing.T) {
+	const orders, attempts = 200, 3
+	run := func(seed int64, reverse bool) map[string]bool {
+		s := NewServer(t, WithSeed(seed), WithDeterministicFaults())
+		c := newClient(t, s)
+		s.Inject(Fault{Route: "pix", Probability: 0.3, Action: FaultUnavailable})
+		hit := map[string]bool{}
+		for a := range attempts {
+			for i := range orders {
+				if reverse {
+					i = orders - 1 - i
+				}
+				ref := fmt.Sprintf("order-%d", i)
+				// Another key each attempt: the subject is the reference.
+				if r := c.pix(fmt.Sprintf("k-%d-%d-%v", i, a, reverse), ref); r.status == 503 {
+					hit[fmt.Sprintf("%s#%d", ref, a+1)] = true
+				}
+			}
+		}
+		return hit
+	}
+	a, b, other := run(7, false), run(7, true), run(8, false)
+	if !maps.Equal(a, b) {
+		t.Fatalf("same seed, other arrival order: %d vs %d faults, differing", len(a), len(b))
+	}
+	if maps.Equal(a, other) {
+		t.Fatal("seeds 7 and 8 applied the same faults")
+	}
+	if n := len(a); n < orders*attempts*20/100 || n > orders*attempts*40/100 {
+		t.Fatalf("probability 0.3 applied to %d of %d requests", n, orders*attempts)
+	}
+}
+
+// TestDeterministicFaultsSubjectIsTheOrder: a refund (which names a sale
+// by an ID new in every run) meets the same faults in two runs, because its
+// subject is the sale's external reference.
+func TestDeterministicFaultsSubjectIsTheOrder(t *testing.T) {
+	run := func() string {
+		s := NewServer(t, WithSeed(3), WithDeterministicFaults())
+		c := newClient(t, s)
+		var b strings.Builder
+		var sales []string
+		for i := range 60 {
+			r := c.pix(fmt.Sprintf("k%d", i), fmt.Sprintf("order-%d", i))
+			want(t, r, 201)
+			sales = append(sales, decode[wire.Sale](t, r).Identifier)
+		}
+		s.Inject(Fault{Route: "refund", Probability: 0.5, Action: Fault500NoCommit})
+		for i, id := range sales {
+			if r := c.do("POST", wire.RouteRefunds, fmt.Sprintf("rk%d", i), refundBody(id, 100)); r.status == 500 {
+				b.WriteByte('x')
+			} else {
+				b.WriteByte('.')
+			}
+		}
+		return b.String()
+	}
+	if a, b := run(), run(); a != b || !strings.Contains(a, "x") || !strings.Contains(a, ".") {
+		t.Fatalf("refund faults differ between runs or are all alike:\n%s\n%s", a, b)
+	}
+}
+
+// TestFaultOnlyFirst: a fault with OnlyFirst 1 applies to the first request
+// about each subject that reaches it, never to the next ones (a lookup
+// polled many times fails once at most).
+func TestFaultOnlyFirst(t *testing.T) {
+	s := NewServer(t)
+	c := newClient(t, s)
+	s.Inject(Fault{Route: "get_sales", OnlyFirst: 1, Action: Fault500NoCommit})
+	for _, ref := range []string{"a", "b"} {
+		if r := c.do("GET", wire.RouteSales+"?external_reference="+ref, noKey, ""); r.status != 500 {
+			t.Fatalf("first read of %s: %d, want 500", ref, r.status)
+		}
+		for range 3 {
+			want(t, c.do("GET", wire.RouteSales+"?external_reference="+ref, noKey, ""), 200)
+		}
+	}
+	checkLog(t, s, c)
+}
+
 func TestInjectRejectsInvalidFaults(t *testing.T) {
 	s := NewServer(t)
 	for _, f := range []Fault{
@@ -463,6 +550,7 @@ func TestInjectRejectsInvalidFaults(t *testing.T) {
 		{Action: FaultHold, Route: "nope"},
 		{Action: FaultHold, Probability: 1.5},
 		{Action: FaultHold, Times: -1},
+		{Action: FaultHold, OnlyFirst: -1},
 	} {
 		func() {
 			defer func() {

@@ -56,7 +56,7 @@ func TestIdempotencyTable(t *testing.T) {
 	}, {
 		name: "invalid body: 400 naming the field, key not registered",
 		run: func(t *testing.T, s *Server, c *tclient) {
-			e := wantError(t, c.do("POST", wire.RoutePix, "k1", `{"offer_identifier": 12}`), 400, wire.CodeValidation)
+			e := wantError(t, c.do("POST", wire.RoutePix, "k1", bodyWith(pixBody("offer-basic", "o"), "offer_identifier", 12)), 400, wire.CodeValidation)
 			if !strings.Contains(e.Message, "offer_identifier") {
 				t.Fatalf("message does not name the field: %q", e.Message)
 			}

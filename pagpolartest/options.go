@@ -6,14 +6,15 @@ import "time"
 type Option func(*config)
 
 type config struct {
-	clock            *Clock
-	processingWindow time.Duration
-	replayWindow     time.Duration
-	rateLimit        int
-	seed             int64
-	noSubLookup      bool
-	latency          time.Duration
-	shapes           []Shape
+	clock               *Clock
+	processingWindow    time.Duration
+	replayWindow        time.Duration
+	rateLimit           int
+	seed                int64
+	deterministicFaults bool
+	noSubLookup         bool
+	latency             time.Duration
+	shapes              []Shape
 }
 
 func newConfig(opts []Option) config {
@@ -58,9 +59,28 @@ func WithRateLimit(perMinute int) Option {
 }
 
 // WithSeed seeds the coin of every fault injected with a Probability, so a
-// run with the same seed and the same request order applies the same faults.
-// Default 1.
+// run with the same seed and the same request order applies the same faults
+// (with WithDeterministicFaults: the same requests, in any order). Default 1.
 func WithSeed(seed int64) Option { return func(cfg *config) { cfg.seed = seed } }
+
+// WithDeterministicFaults decides each probabilistic fault (Fault.Probability)
+// by a hash of the seed (WithSeed), the fault's position among the injected
+// faults, the request's subject, and how many requests about that subject
+// have reached the fault before it — not by a random sequence drawn in the
+// order requests arrive. The subject is the route and the external reference
+// of the order the request concerns: a charge's or a subscription's
+// external_reference; for a refund, a plan change or a read by ID, the
+// external reference of that sale or subscription; the Idempotency-Key when
+// there is none. So the 2nd attempt of the PIX charge of "order-17" meets the
+// same faults in every run with the same seed and faults, however the
+// requests of other orders interleave with it and however long they take.
+//
+// What stays order-dependent: Fault.Times (spent by the requests that come
+// first), and anything a client decides from timing (how many times it
+// polls a lookup: use Fault.OnlyFirst on read faults to count only the first
+// reads). Requests of different credentials about one external reference
+// share a subject.
+func WithDeterministicFaults() Option { return func(cfg *config) { cfg.deterministicFaults = true } }
 
 // WithoutSubscriptionLookup makes the ASSUMED lookup
 // GET /subscriptions?external_reference= answer 404, as it would if the real

@@ -124,7 +124,7 @@ func TestChaosSmall(t *testing.T) {
 			if c.Incarnations < cfg.workers+len(points) {
 				t.Fatalf("%d processes for %d workers and %d forced crashes: crashed workers were not restarted", c.Incarnations, cfg.workers, len(points))
 			}
-			if !strings.Contains(r.text, "charged twice (2+ successful effects)    0") {
+			if !strings.Contains(r.text, "charged twice (two successful effects for one operation)  0") {
 				t.Fatalf("report:\n%s", r.text)
 			}
 		})

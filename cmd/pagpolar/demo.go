@@ -30,12 +30,27 @@ import (
 const demoUsage = `usage: pagpolar demo [flags]
 
 Runs orders through the SDK against the fake PagPolar API, started in this
-process with a seeded mix of every fault kind and the in-processing window
-shortened on both sides (so ambiguity settles in seconds, not minutes). Then
-settles what is left unknown, checks the fake's ledger and prints a report.
-Exits 1 if any operation got two effects or none. With -store, the run's
-records stay in that store under the fake's fresh credential ID (the reaper
-removes them after the retention period).
+process, with every kind of fault injected on purpose (lost answers, 500s
+after the sale was created, gateway pages, 429s, slow processing...). The
+API's 60 s in-processing window is shortened to -window on both sides, so
+that what takes minutes in production settles in seconds. Then a background
+job settles what the checkout requests left open, the fake's ledger is
+checked against what the SDK reported, and a report is printed.
+
+Exits 1 if any order was charged twice or any operation ended without an
+outcome. The same -seed gives the same orders and the same faults (each
+decided by the seed, the order and the attempt, not by timing), so two runs
+report the same fault counts, effects and verdict. That holds by
+construction at -concurrency 1; at higher concurrency it held in every run
+measured, but is not guaranteed (the orders share a client-wide retry
+budget). Timings, request counts and how settling split its work vary.
+
+The key store is a temporary SQLite file deleted at exit; with -store the
+run's records stay in that store under the fake's fresh credential ID, for
+pagpolar ops to look at (the reaper removes them after the retention period).
+
+The first go run compiles the SDK, silently (one to two minutes with an
+empty build cache); the default run then takes about 10 s.
 
 flags:
 `
@@ -54,11 +69,14 @@ type demoConfig struct {
 	clockOffset time.Duration // the client's clock against the fake's and the store's
 }
 
-func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
+// parseDemoFlags parses demo's command line; on -h it writes the usage to
+// helpOut and returns flag.ErrHelp. It prints nothing else: the caller
+// prints the error.
+func parseDemoFlags(args []string, helpOut io.Writer) (*demoConfig, error) {
 	cfg := &demoConfig{}
 	fs := flag.NewFlagSet("pagpolar demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.store, "store", "", "key store URL: sqlite:PATH, postgres://..., redis://... (default: SQLite in a temporary file)")
 	fs.IntVar(&cfg.orders, "orders", 2000, "orders to run")
 	fs.IntVar(&cfg.concurrency, "concurrency", 64, "orders in flight at once")
@@ -70,6 +88,11 @@ func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
 	fs.StringVar(&cfg.shapes, "shapes", "today", "answer shapes of the fake: today, a comma list of "+shapeNames()+", or all (one run per shape)")
 	fs.DurationVar(&cfg.clockOffset, "client-clock-offset", 0, "run the client with its clock this far off the fake's and the store's (e.g. 5m, -3s)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(helpOut, demoUsage)
+			fs.SetOutput(helpOut)
+			fs.PrintDefaults()
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -97,12 +120,12 @@ func parseDemoFlags(args []string, stderr io.Writer) (*demoConfig, error) {
 
 // runDemo is `pagpolar demo`.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseDemoFlags(args, stderr)
+	cfg, err := parseDemoFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "pagpolar demo: %v\n", err)
+		fmt.Fprintf(stderr, "pagpolar demo: %v\nRun \"pagpolar demo -h\" for the flags.\n", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
@@ -195,7 +218,7 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	if err != nil {
 		return nil, err
 	}
-	srv, stopBursts, err := startScenarioFake(cfg.window, cfg.seed, cfg.faultRate, shapes...)
+	srv, err := startDemoFake(cfg.window, cfg.seed, cfg.faultRate, cfg.orders, shapes...)
 	if err != nil {
 		return nil, err
 	}
@@ -226,33 +249,47 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	// within a deadline, leaving what stays unknown to the reconciler.
 	run := &orderRunner{c: c, calls: checkoutCalls, deadline: checkoutDeadline(cfg.window), pause: cfg.window / 10}
 	res := newResults()
-	prog := newProgress(stderr, cfg.orders, res)
-	prog.start()
+	tty := isTerminal(stderr)
+	var done atomic.Int64
+	prog := startProgress(stderr, tty, func(el time.Duration) string {
+		d := done.Load()
+		return fmt.Sprintf("checkout: %d/%d orders, %d operations without a final answer yet, %.0f orders/s, %s",
+			d, cfg.orders, res.open.Load(), float64(d)/el.Seconds(), el.Round(100*time.Millisecond))
+	})
 	forEachOrder(ctx, cfg.orders, cfg.concurrency, func(i int) {
 		res.add(run.process(ctx, orderAt(cfg.seed, i))...)
-		prog.orderDone()
+		done.Add(1)
 	})
 	prog.stop()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("checkout pass: %w", err)
 	}
-	stopBursts()
 
 	settleStart := time.Now()
-	settling := reconcile(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, res, cfg.concurrency)
+	settling := reconcileShowing(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, res, cfg.concurrency,
+		func(line func(time.Duration) string) *progress { return startProgress(stderr, tty, line) })
 	settling.SettleMS = float64(time.Since(settleStart).Microseconds()) / 1000
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("settling: %w", err)
 	}
 
-	ops, err := expectedOps(ctx, store, srv.CredentialID, cfg.seed, cfg.orders)
+	var read atomic.Int64
+	prog = startProgress(stderr, tty, func(el time.Duration) string {
+		return fmt.Sprintf("verify: %d/%d orders' records read from the store, %s", read.Load(), cfg.orders, el.Round(100*time.Millisecond))
+	})
+	ops, err := expectedOpsCounting(ctx, store, srv.CredentialID, cfg.seed, cfg.orders, &read)
+	prog.stop()
 	if err != nil {
 		return nil, err
 	}
 	ledger := srv.Ledger()
+	storeName := redactURL(storeURL)
+	if cfg.store == "" {
+		storeName = "a temporary SQLite file, deleted at exit (-store sqlite:PATH keeps it)"
+	}
 	rep := &report.Report{
 		Mode:      "demo",
-		Store:     redactURL(storeURL),
+		Store:     storeName,
 		Orders:    cfg.orders,
 		FaultRate: cfg.faultRate,
 		Seed:      cfg.seed,
@@ -437,13 +474,10 @@ func clampProbability(p float64) float64 {
 	return p
 }
 
-// injectBursts makes the fake shed load in bursts: after every 200 money
-// requests, the next ones (about rate*40) get 429, or the API's own 503, as
-// a rate limiter or an overloaded API answers a spike. Counting requests
-// rather than time keeps the share of bursts the same however fast the run
-// goes. The returned function stops new bursts.
 // startScenarioFake starts the in-process fake with the scenario's fault
-// mix and bursts (shared by demo and chaos); stop the bursts before Close.
+// mix and bursts for chaos; stop the bursts before Close. Its bursts follow
+// the request count, which depends on timing: chaos runs are not meant to
+// be reproduced (workers are killed at random).
 func startScenarioFake(window time.Duration, seed int64, faultRate float64, shapes ...pagpolartest.Shape) (*pagpolartest.Server, func(), error) {
 	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(window), pagpolartest.WithSeed(seed), pagpolartest.WithShapes(shapes...))
 	for _, f := range faultMix(faultRate, window) {
@@ -457,6 +491,62 @@ func startScenarioFake(window time.Duration, seed int64, faultRate float64, shap
 	return srv, stopBursts, nil
 }
 
+// startDemoFake starts the in-process fake of a demo run so that the seed
+// reproduces its faults: each probabilistic fault is decided by the seed,
+// the order and the attempt (pagpolartest.WithDeterministicFaults), never by
+// the order requests arrive in; a read fault fails only the first read of
+// a lookup that reaches it (how often a lookup is polled depends on
+// timing); and load-shedding bursts are chosen by order (burstFaults).
+func startDemoFake(window time.Duration, seed int64, faultRate float64, orders int, shapes ...pagpolartest.Shape) (*pagpolartest.Server, error) {
+	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(window), pagpolartest.WithSeed(seed),
+		pagpolartest.WithShapes(shapes...), pagpolartest.WithDeterministicFaults())
+	// Bursts first: the first fault that matches a request applies.
+	for _, f := range burstFaults(seed, orders, faultRate, window) {
+		srv.Inject(f)
+	}
+	for _, f := range faultMix(faultRate, window) {
+		if strings.HasPrefix(f.Route, "get_") || strings.HasPrefix(f.Route, "list_") {
+			f.OnlyFirst = 1
+		}
+		srv.Inject(f)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// burstFaults sheds load as a rate limiter or an overloaded API answers a
+// spike, by order rather than by time or request count: in every block of
+// 200 orders, a run of about rate*40 consecutive orders (from an offset the
+// seed picks) gets 429 on its first money request, or in every other block
+// the API's own 503. Orders next to each other are in flight together, so
+// each run is a burst the client-wide retry budget has to absorb.
+func burstFaults(seed int64, orders int, rate float64, window time.Duration) []pagpolartest.Fault {
+	if rate <= 0 {
+		return nil
+	}
+	const block = 200
+	size := 1 + int(rate*40)
+	rng := mathrand.New(mathrand.NewSource(seed))
+	var out []pagpolartest.Fault
+	for k := 0; k*block < orders; k++ {
+		first := k*block + rng.Intn(block-size)
+		for i := first; i < first+size && i < orders; i++ {
+			f := pagpolartest.Fault{Action: pagpolartest.FaultRateLimit, ExternalReference: orderAt(seed, i).Ref, Times: 1, Delay: window / 4}
+			if k%2 == 1 {
+				f.Action = pagpolartest.FaultUnavailable
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// injectBursts makes the fake shed load in bursts (chaos): after every 200
+// money requests, the next ones (about rate*40) get 429, or the API's own
+// 503, as a rate limiter or an overloaded API answers a spike. The returned
+// function stops new bursts.
 func injectBursts(srv *pagpolartest.Server, rate float64, window time.Duration) (stop func()) {
 	var stopped atomic.Bool
 	if rate <= 0 {
@@ -763,6 +853,16 @@ func (r *results) obtained() report.Counts {
 // operation IDs: the SDK settles first and sends only after a trusted
 // not-found). Rounds go on until nothing is open or ctx ends.
 func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, credential string, run *orderRunner, seed int64, n int, res *results, conc int) report.Settling {
+	return reconcileShowing(ctx, c, store, credential, run, seed, n, res, conc, nil)
+}
+
+// reconcileShowing is reconcile showing each round's ResumeAll and re-issue
+// through show (nil: silently).
+func reconcileShowing(ctx context.Context, c *pagpolar.Client, store keystore.Store, credential string, run *orderRunner, seed int64, n int, res *results, conc int,
+	show func(line func(time.Duration) string) *progress) report.Settling {
+	if show == nil {
+		show = func(func(time.Duration) string) *progress { return nil }
+	}
 	var s report.Settling
 	if run.calls == 0 {
 		// A few calls per operation and round: an operation the SDK keeps
@@ -780,16 +880,19 @@ func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, cr
 	stuck := 0
 	for round := 0; ctx.Err() == nil; round++ {
 		open := res.unsettledOps()
+		prefix := pagpolar.RecordID(credential, "")
 		recs, err := store.List(ctx, keystore.Filter{
 			States: []keystore.State{keystore.StatePending, keystore.StateUnknown, keystore.StateNotExecuted},
-			Prefix: credential + "/", Limit: 2 * n,
+			Prefix: prefix, Limit: 2 * n,
 		})
 		if err != nil {
 			// The store is down: count what the order code knows and retry.
 			recs = nil
 		}
 		for _, r := range recs {
-			open[strings.TrimPrefix(r.OperationID, credential+"/")] = true
+			if cred, op, ok := pagpolar.SplitRecordID(r.OperationID); ok && cred == credential {
+				open[op] = true
+			}
 		}
 		if round == 0 {
 			s.LeftUnsettled = len(open)
@@ -809,7 +912,13 @@ func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, cr
 			break
 		}
 		s.ReconcileRounds++
+		round, lookingUp := s.ReconcileRounds, len(open)
+		p := show(func(el time.Duration) string {
+			return fmt.Sprintf("settling, round %d: looking up %d operations without a final answer (ResumeAll: lookups, never a charge), %s",
+				round, lookingUp, el.Round(100*time.Millisecond))
+		})
 		rs, _ := c.ResumeAll(ctx)
+		p.stop()
 		byResume := map[string]bool{}
 		for _, r := range rs {
 			if open[r.OperationID] && (r.State == keystore.StateSucceeded || r.State == keystore.StateFailed) {
@@ -827,6 +936,11 @@ func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, cr
 		}
 		sort.Ints(orders)
 		var mu sync.Mutex
+		var reissued atomic.Int64
+		p = show(func(el time.Duration) string {
+			return fmt.Sprintf("settling, round %d: calling again %d/%d orders with the same operation IDs (the SDK looks up before it resends), %s",
+				round, reissued.Load(), len(orders), el.Round(100*time.Millisecond))
+		})
 		forEachOrder(ctx, len(orders), conc, func(k int) {
 			for _, o := range run.process(ctx, orderAt(seed, orders[k])) {
 				res.set(o)
@@ -836,7 +950,9 @@ func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, cr
 					mu.Unlock()
 				}
 			}
+			reissued.Add(1)
 		})
+		p.stop()
 	}
 	return s
 }
@@ -868,9 +984,15 @@ func forEachOrder(ctx context.Context, n, conc int, fn func(i int)) {
 // carry out: each order's charge, and the refund of each refundable order
 // whose charge succeeded.
 func expectedOps(ctx context.Context, store keystore.Store, credential string, seed int64, n int) ([]report.Expected, error) {
+	return expectedOpsCounting(ctx, store, credential, seed, n, nil)
+}
+
+// expectedOpsCounting is expectedOps adding one to read (if not nil) per
+// order read.
+func expectedOpsCounting(ctx context.Context, store keystore.Store, credential string, seed int64, n int, read *atomic.Int64) ([]report.Expected, error) {
 	var out []report.Expected
 	get := func(opID string) (report.Expected, error) {
-		rec, err := store.Get(ctx, credential+"/"+opID)
+		rec, err := store.Get(ctx, pagpolar.RecordID(credential, opID))
 		switch {
 		case err == nil:
 			return report.Expected{OperationID: opID, Record: rec, Found: true}, nil
@@ -880,6 +1002,9 @@ func expectedOps(ctx context.Context, store keystore.Store, credential string, s
 		return report.Expected{}, fmt.Errorf("reading the record of %s: %w", opID, err)
 	}
 	for i := range n {
+		if read != nil {
+			read.Add(1)
+		}
 		o := orderAt(seed, i)
 		e, err := get(chargeOpID(o))
 		if err != nil {
@@ -913,38 +1038,24 @@ func expectedOps(ctx context.Context, store keystore.Store, credential string, s
 	return out, nil
 }
 
-// progress shows how far a run is: a line rewritten in place when w is a
-// terminal, otherwise a line every few seconds.
+// progress shows how far a phase of a run is: a line rewritten in place
+// when w is a terminal, otherwise a plain line every 5 s and one when the
+// phase ends. A nil *progress does nothing.
 type progress struct {
 	w     io.Writer
 	tty   bool
-	total int
-	res   *results
-	done  atomic.Int64
+	line  func(elapsed time.Duration) string
 	began time.Time
 	stopc chan struct{}
 	wg    sync.WaitGroup
 }
 
-func newProgress(w io.Writer, total int, res *results) *progress {
-	return &progress{w: w, tty: isTerminal(w), total: total, res: res, stopc: make(chan struct{})}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func (p *progress) orderDone() { p.done.Add(1) }
-
-func (p *progress) start() {
-	p.began = time.Now()
+// startProgress shows line (called with the time since the start) until
+// stop.
+func startProgress(w io.Writer, tty bool, line func(elapsed time.Duration) string) *progress {
+	p := &progress{w: w, tty: tty, line: line, began: time.Now(), stopc: make(chan struct{})}
 	every := 5 * time.Second
-	if p.tty {
+	if tty {
 		every = 200 * time.Millisecond
 	}
 	p.wg.Go(func() {
@@ -960,13 +1071,20 @@ func (p *progress) start() {
 			}
 		}
 	})
+	return p
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (p *progress) print(last bool) {
-	d := p.done.Load()
-	el := time.Since(p.began)
-	line := fmt.Sprintf("checkout: %d/%d orders, %d operations open, %.0f orders/s, %s",
-		d, p.total, p.res.open.Load(), float64(d)/el.Seconds(), el.Round(100*time.Millisecond))
+	line := p.line(time.Since(p.began))
 	switch {
 	case p.tty && last:
 		fmt.Fprintf(p.w, "\r\033[K%s\n", line)
@@ -977,7 +1095,11 @@ func (p *progress) print(last bool) {
 	}
 }
 
+// stop prints the phase's last line and returns once it is written.
 func (p *progress) stop() {
+	if p == nil {
+		return
+	}
 	close(p.stopc)
 	p.wg.Wait()
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +35,13 @@ func TestDemo(t *testing.T) {
 	if c.Effects+c.Declined < rep.Orders || c.ByKind["refund"] == 0 || c.ByKind["subscription"] == 0 || c.ByKind["plan_change"] == 0 || c.Declined == 0 {
 		t.Fatalf("want every order charged or declined, and some refunds, subscriptions and plan changes: %+v", c)
 	}
-	if !strings.HasPrefix(rep.Store, "sqlite:") {
-		t.Errorf("default store %q, want a SQLite file", rep.Store)
+	// The temporary store is deleted at exit: the report does not name
+	// its path, it says how to keep one.
+	if !strings.Contains(rep.Store, "temporary SQLite file") || strings.Contains(rep.Store, os.TempDir()) {
+		t.Errorf("default store %q, want a temporary SQLite file, not its path", rep.Store)
+	}
+	if strings.Contains(out.String(), "null") {
+		t.Errorf("-json prints null:\n%s", out.String())
 	}
 	// Every fault kind of the mix was met (at this rate and size each is
 	// expected dozens of times; the seed makes the run repeatable).
@@ -60,10 +67,65 @@ func TestDemo(t *testing.T) {
 	if rep.Latency.N == 0 || rep.Requests.PerOrder < 1 || rep.RunTimeMS <= 0 {
 		t.Errorf("latency %+v, requests %+v, run time %v", rep.Latency, rep.Requests, rep.RunTimeMS)
 	}
-	// Not a terminal: progress comes as whole lines.
-	if !strings.Contains(errb.String(), "checkout: 400/400 orders") || strings.Contains(errb.String(), "\r") {
-		t.Errorf("progress on a non-terminal: %q", errb.String())
+	// Not a terminal: every phase's progress comes as whole lines.
+	for _, want := range []string{"checkout: 400/400 orders", "settling, round 1: looking up", "settling, round 1: calling again", "verify: 400/400 orders"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("progress lacks %q: %q", want, errb.String())
+		}
 	}
+	if strings.Contains(errb.String(), "\r") {
+		t.Errorf("progress on a non-terminal rewrites lines: %q", errb.String())
+	}
+}
+
+// TestDemoSeedReproducesFaults: two runs with one seed meet the same faults
+// and reach the same verdict and effects. At -concurrency 1 this holds by
+// construction (each fault is decided by the seed, the order and the
+// attempt, never by arrival order or timing); the run at concurrency 16
+// checks that interleaving orders does not change it either.
+func TestDemoSeedReproducesFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four demo runs")
+	}
+	run := func(conc string) report.Report {
+		var out, errb bytes.Buffer
+		code := runDemo(context.Background(), []string{"-orders", "120", "-concurrency", conc, "-fault-rate", "0.5", "-window", "200ms", "-seed", "11", "-store", "memory:", "-json"}, &out, &errb)
+		var rep report.Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil || code != 0 {
+			t.Fatalf("exit %d: %v\n%s\n%s", code, err, out.String(), errb.String())
+		}
+		return rep
+	}
+	for _, conc := range []string{"1", "16"} {
+		a, b := run(conc), run(conc)
+		if !maps.Equal(a.FaultsApplied, b.FaultsApplied) {
+			t.Errorf("-concurrency %s: same seed, other faults:\n%v\n%v", conc, a.FaultsApplied, b.FaultsApplied)
+		}
+		if a.OK() != b.OK() || a.Check.Effects != b.Check.Effects || a.Check.Declined != b.Check.Declined || !maps.Equal(a.Check.ByKind, b.Check.ByKind) {
+			t.Errorf("-concurrency %s: same seed, other outcome: %+v\n%+v", conc, a.Check, b.Check)
+		}
+		if a.FaultsApplied.Total() < 20 {
+			t.Errorf("-concurrency %s: only %d faults met: %v", conc, a.FaultsApplied.Total(), a.FaultsApplied)
+		}
+	}
+}
+
+// TestProgressOnATerminal: on a terminal the line is rewritten in place
+// and ends with a newline when the phase ends; otherwise each line is whole.
+func TestProgressOnATerminal(t *testing.T) {
+	var b bytes.Buffer
+	p := startProgress(&b, true, func(time.Duration) string { return "phase: 1/1" })
+	p.stop()
+	if got := b.String(); !strings.HasPrefix(got, "\r\033[Kphase: 1/1") || !strings.HasSuffix(got, "phase: 1/1\n") {
+		t.Fatalf("terminal progress %q", got)
+	}
+	b.Reset()
+	p = startProgress(&b, false, func(time.Duration) string { return "phase: 1/1" })
+	p.stop()
+	if got := b.String(); got != "phase: 1/1\n" {
+		t.Fatalf("plain progress %q", got)
+	}
+	(*progress)(nil).stop() // a phase not shown
 }
 
 // TestDemoTextReport checks the text report's verdict lines on a clean run
@@ -73,7 +135,7 @@ func TestDemoTextReport(t *testing.T) {
 	if code := runDemo(context.Background(), []string{"-orders", "40", "-fault-rate", "0", "-store", "memory:"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"pagpolar demo: OK", "charged twice (2+ successful effects)    0", "operations left unfinished               0", "store                                    memory:"} {
+	for _, want := range []string{"pagpolar demo: OK", "charged twice (two successful effects for one operation)  0", "operations without an outcome at the end                  0", "key store             memory:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

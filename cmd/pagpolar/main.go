@@ -9,8 +9,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"syscall"
+
+	"github.com/pagpolar/pagpolar-go"
 )
 
 // commandFunc runs one command with its arguments (after the command name).
@@ -51,7 +54,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			// help <command>: the command's own help.
+			if cmd, ok := commands[args[1]]; ok && summaries[args[1]] != "" {
+				return cmd(ctx, []string{"-h"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "pagpolar help: unknown command %q\n\n", args[1])
+			help(stderr)
+			return 2
+		}
 		help(stdout)
+		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "pagpolar %s (github.com/pagpolar/pagpolar-go, %s)\n", pagpolar.Version, runtime.Version())
 		return 0
 	}
 	cmd, ok := commands[args[0]]
@@ -75,5 +90,6 @@ func help(w io.Writer) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", name, summaries[name])
 	}
-	fmt.Fprintln(w, "\nRun `pagpolar <command> -h` for a command's flags.")
+	fmt.Fprintf(w, "  %-8s %s\n", "version", "print the SDK version")
+	fmt.Fprintln(w, "\nRun `pagpolar <command> -h` or `pagpolar help <command>` for a command's flags.")
 }

@@ -72,18 +72,28 @@ type simConfig struct {
 	lookupLagDelay time.Duration
 }
 
-func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
+// parseSimFlags parses sim's command line; on -h it writes the usage to
+// helpOut and returns flag.ErrHelp. It prints nothing else: the caller
+// prints the error.
+func parseSimFlags(args []string, helpOut io.Writer) (*simConfig, error) {
 	cfg := &simConfig{faults: simFaults()}
 	fs := flag.NewFlagSet("pagpolar sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: pagpolar sim [flags]\n\n"+
-			"Runs the fake PagPolar API and prints its URL, credential and tokens as\n"+
-			"NAME=value lines on stdout. Fault rates are per-request probabilities among the\n"+
-			"money requests that reach the fault's stage; the same -seed and request order\n"+
-			"give the same faults. SIGINT/SIGTERM stop it.\n\nflags:\n")
+	fs.SetOutput(io.Discard)
+	usage := func() {
+		fmt.Fprintf(helpOut, "usage: pagpolar sim [flags]\n\n"+
+			"Runs the fake PagPolar API and prints, as NAME=value lines on stdout, every\n"+
+			"variable the examples, the README's quick start and the staging test read:\n"+
+			"PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID, PAGPOLAR_TOKEN, PAGPOLAR_OFFER_ID,\n"+
+			"PAGPOLAR_PLAN_ID, PAGPOLAR_OTHER_PLAN_ID, PAGPOLAR_FP_SECRET. For instance\n"+
+			"\"pagpolar sim | tee sim.env\" here, and \"set -a; . ./sim.env; set +a\" in the shell\n"+
+			"that runs the examples.\n\n"+
+			"Fault rates are per-request probabilities among the money requests that reach\n"+
+			"the fault's stage; the same -seed and request order give the same faults.\n"+
+			"SIGINT/SIGTERM stop it.\n\nflags:\n")
+		fs.SetOutput(helpOut)
 		fs.PrintDefaults()
 	}
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks a free one)")
 	fs.BoolVar(&cfg.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	fs.DurationVar(&cfg.processingWindow, "processing-window", 60*time.Second, "how long a key stays in processing (409)")
@@ -111,6 +121,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simConfig, error) {
 	fs.DurationVar(&cfg.holdDelay, "hold-delay", 5*time.Second, "delay of -hold")
 	fs.DurationVar(&cfg.lookupLagDelay, "lookup-lag-delay", 5*time.Second, "delay of -lookup-lag")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -243,12 +256,12 @@ func (cfg *simConfig) faultsToInject() []pagpolartest.Fault {
 
 // runSim is `pagpolar sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseSimFlags(args, stderr)
+	cfg, err := parseSimFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "pagpolar sim: %v\n", err)
+		fmt.Fprintf(stderr, "pagpolar sim: %v\nRun \"pagpolar sim -h\" for the flags.\n", err)
 		return 2
 	}
 	opts := []pagpolartest.Option{

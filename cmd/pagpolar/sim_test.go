@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +97,7 @@ func post(t *testing.T, url, token, key, body string) (int, []byte, error) {
 	return res.StatusCode, b, err
 }
 
-const simPix = `{"offer_identifier":"offer-basic","external_reference":"order-1","customer":{"name":"Ana","email":"ana@example.com"}}`
+const simPix = `{"offer_identifier":"offer-basic","external_reference":"order-1","customer":{"name":"Ana","email":"ana@example.com","document":"","phone":""}}`
 
 func TestSimServes(t *testing.T) {
 	vars, stderr, stop := startSim(t, "-addr", "127.0.0.1:0", "-tokens", "2", "-credentials", "1", "-v")
@@ -128,6 +130,31 @@ func TestSimServes(t *testing.T) {
 	}
 	if _, _, err := post(t, url+wire.RoutePix, vars["PAGPOLAR_TOKEN"], "k2", simPix); err == nil {
 		t.Fatal("still serving after stop")
+	}
+}
+
+// TestSimPrintsWhatTheExamplesRead: every variable the examples and the
+// staging test read is one the sim prints, so that exporting the sim's
+// output is enough to run them against it.
+func TestSimPrintsWhatTheExamplesRead(t *testing.T) {
+	vars, _, _ := startSim(t, "-addr", "127.0.0.1:0")
+	read := map[string]bool{}
+	for _, f := range []string{"../../examples/internal/exampleenv/env.go", "../../examples/staging/staging_test.go"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`"(PAGPOLAR_[A-Z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+			read[m[1]] = true
+		}
+	}
+	if len(read) < 7 {
+		t.Fatalf("found only %v in the examples' sources", read)
+	}
+	for name := range read {
+		if vars[name] == "" {
+			t.Errorf("the examples read %s, which the sim does not print (it prints %v)", name, vars)
+		}
 	}
 }
 
@@ -244,7 +271,7 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	if code := run(context.Background(), nil, &out, &errOut); code != 2 {
 		t.Fatalf("no command: %d", code)
 	}
-	if code := run(context.Background(), []string{"sim", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "-drop-after-commit") {
+	if code := run(context.Background(), []string{"sim", "-h"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "-drop-after-commit") {
 		t.Fatalf("sim -h: %d", code)
 	}
 }

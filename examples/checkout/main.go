@@ -2,15 +2,18 @@
 // sending the charge and storing its answer: the next run settles the order
 // from the SQLite key store and a lookup, without charging it twice.
 //
-//	go run ./examples/checkout
+//	go run ./examples/checkout               # an in-process fake
+//	go run ./examples/checkout -ref PEDIDO-1 # a fixed order code instead of one per run
 //
-// Against a real API set PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID,
-// PAGPOLAR_TOKEN and PAGPOLAR_OFFER_ID; otherwise it runs against the fake.
+// With the variables `pagpolar sim` prints exported (PAGPOLAR_BASE_URL,
+// PAGPOLAR_CREDENTIAL_ID, PAGPOLAR_TOKEN, PAGPOLAR_OFFER_ID, ...) it runs
+// against that API instead, and says so.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -23,29 +26,38 @@ import (
 )
 
 func main() {
+	ref := flag.String("ref", "", "order code (default: PEDIDO-1234 plus a suffix unique to this run)")
+	flag.Parse()
+	// Every call runs under a deadline of yours: an unreachable API or a
+	// charge whose outcome stays unknown ends in an error, not a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), exampleenv.Deadline)
+	defer cancel()
+	// The key store: a SQLite file. Here in a temporary directory; in
+	// production a path that survives restarts (or PostgreSQL, Redis).
 	dir, err := os.MkdirTemp("", "checkout")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	if err := run(context.Background(), os.Stdout, filepath.Join(dir, "keys.db")); err != nil {
+	if err := run(ctx, os.Stdout, filepath.Join(dir, "keys.db"), *ref); err != nil {
 		log.Fatal(err)
 	}
 }
 
 var errCrash = errors.New("process crashed")
 
-func run(ctx context.Context, out io.Writer, dbPath string) error {
-	api, closeAPI, err := exampleenv.Connect()
+func run(ctx context.Context, out io.Writer, dbPath, ref string) error {
+	api, closeAPI, err := exampleenv.Connect(out)
 	if err != nil {
 		return err
 	}
 	defer closeAPI()
 	order := pagpolar.PixParams{
 		OfferID:           api.OfferID,
-		ExternalReference: "PEDIDO-1234",
+		ExternalReference: exampleenv.Ref("PEDIDO-1234", ref),
 		Customer:          pagpolar.Customer{Name: "Maria Silva", Email: "maria@exemplo.com", Document: "123.456.789-09"},
 	}
+	fmt.Fprintf(out, "order %s, offer %s\n", order.ExternalReference, order.OfferID)
 
 	// First "process": the charge is sent, then the process dies before the
 	// answer is stored (a hook stands in for kill -9 so the example can go on).
@@ -58,12 +70,12 @@ func run(ctx context.Context, out io.Writer, dbPath string) error {
 		if err := store.Migrate(ctx); err != nil {
 			return err
 		}
-		client, err := pagpolar.NewClient(api.CredentialID, api.Token, pagpolar.WithBaseURL(api.BaseURL), pagpolar.WithStore(store),
-			pagpolar.WithRetryPolicy(api.Policy), pagpolar.WithHook(func(_ context.Context, e pagpolar.Event) {
+		client, err := pagpolar.NewClient(api.CredentialID, api.Token, append(api.Options(), pagpolar.WithStore(store),
+			pagpolar.WithHook(func(_ context.Context, e pagpolar.Event) {
 				if e.Kind == pagpolar.EventSent {
 					panic(errCrash)
 				}
-			}))
+			}))...)
 		if err != nil {
 			return err
 		}
@@ -91,8 +103,7 @@ func run(ctx context.Context, out io.Writer, dbPath string) error {
 		return err
 	}
 	defer store.Close()
-	client, err := pagpolar.NewClient(api.CredentialID, api.Token, pagpolar.WithBaseURL(api.BaseURL), pagpolar.WithStore(store),
-		pagpolar.WithRetryPolicy(api.Policy))
+	client, err := pagpolar.NewClient(api.CredentialID, api.Token, append(api.Options(), pagpolar.WithStore(store))...)
 	if err != nil {
 		return err
 	}
@@ -100,9 +111,16 @@ func run(ctx context.Context, out io.Writer, dbPath string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "run 2: order %s settled from %s: sale status %s, %d centavos\n", order.ExternalReference, charge.Operation.Source, charge.Sale.Status, charge.Sale.Amount)
+	fmt.Fprintf(out, "run 2: order %s settled from %s: sale %s, status %s, %d centavos\n",
+		order.ExternalReference, charge.Operation.Source, charge.Sale.ID, charge.Sale.Status, charge.Sale.Amount)
 	if api.Fake != nil {
 		fmt.Fprintf(out, "sales the fake recorded for the order: %d\n", len(api.Fake.Ledger().Sales))
+	} else {
+		sales, err := client.Payments.SalesByExternalReference(ctx, order.ExternalReference)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "sales the API lists for the order: %d\n", len(sales))
 	}
 	return nil
 }

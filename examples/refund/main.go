@@ -1,56 +1,84 @@
 // Command refund charges a card and refunds it in two parts. Each refund's
 // operation ID comes from your own records (a sale can have several partial
-// refunds); the second refund's answer is lost on purpose against the fake,
-// and the SDK tells it from the first by the snapshot it took before sending.
+// refunds); the second refund's answer is lost on purpose against the
+// in-process fake, and the SDK tells it from the first by the snapshot it
+// took before sending.
 //
-//	go run ./examples/refund
+//	go run ./examples/refund                # an in-process fake
+//	go run ./examples/refund -ref PEDIDO-55 # a fixed order code instead of one per run
+//
+// With the variables `pagpolar sim` prints exported it runs against that
+// API instead, and says so (PAGPOLAR_CARD_TOKEN: a card token of that API;
+// default the fake's tok_ok).
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"github.com/pagpolar/pagpolar-go/keystore"
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/examples/internal/exampleenv"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
+	ref := flag.String("ref", "", "order code (default: PEDIDO-55 plus a suffix unique to this run)")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), exampleenv.Deadline)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "refund")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := run(ctx, os.Stdout, filepath.Join(dir, "keys.db"), *ref); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, out io.Writer) error {
-	api, closeAPI, err := exampleenv.Connect()
+func run(ctx context.Context, out io.Writer, dbPath, ref string) error {
+	api, closeAPI, err := exampleenv.Connect(out)
 	if err != nil {
 		return err
 	}
 	defer closeAPI()
-	client, err := pagpolar.NewClient(api.CredentialID, api.Token, pagpolar.WithBaseURL(api.BaseURL), pagpolar.WithRetryPolicy(api.Policy),
-		pagpolar.WithStore(keystore.NewMemory()) /* an example: use keystore/sqlstore or keystore/redisstore in production */)
+	// The key store: a SQLite file (here in a temporary directory; in
+	// production a path that survives restarts, or PostgreSQL, Redis).
+	store, err := sqlstore.OpenSQLite(dbPath)
 	if err != nil {
 		return err
 	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	client, err := pagpolar.NewClient(api.CredentialID, api.Token, append(api.Options(), pagpolar.WithStore(store))...)
+	if err != nil {
+		return err
+	}
+	order := exampleenv.Ref("PEDIDO-55", ref)
 	charge, err := client.Payments.CreditCard(ctx, pagpolar.CreditCardParams{
-		OfferID: api.OfferID, ExternalReference: "PEDIDO-55", CardToken: envOr("PAGPOLAR_CARD_TOKEN", "tok_ok"),
+		OfferID: api.OfferID, ExternalReference: order, CardToken: envOr("PAGPOLAR_CARD_TOKEN", "tok_ok"),
 		Customer: pagpolar.Customer{Name: "João Souza", Email: "joao@exemplo.com", Document: "11.222.333/0001-81"},
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "charged %d centavos (%s)\n", charge.Sale.Amount, charge.Sale.Status)
+	fmt.Fprintf(out, "order %s: charged %d centavos (%s)\n", order, charge.Sale.Amount, charge.Sale.Status)
 
-	for i, amount := range []int64{5000, 2500} {
+	for i, amount := range []int64{charge.Sale.Amount / 2, charge.Sale.Amount / 4} {
 		if i == 1 && api.Fake != nil {
 			api.Fake.Inject(pagpolartest.Fault{Route: "refund", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+			fmt.Fprintln(out, "(the fake will lose the answer to the next refund)")
 		}
 		r, err := client.Refunds.Create(ctx, pagpolar.RefundParams{
-			OperationID: fmt.Sprintf("refund-PEDIDO-55-%d", i+1), // e.g. your refunds table's row ID
+			OperationID: fmt.Sprintf("refund-%s-%d", order, i+1), // e.g. your refunds table's row ID
 			SaleID:      charge.Sale.ID,
 			Amount:      amount,
 		})

@@ -2,49 +2,75 @@
 // twice. Plan changes take operation IDs from your records: a subscription
 // can change plans many times.
 //
-//	go run ./examples/subscription
+//	go run ./examples/subscription                    # an in-process fake
+//	go run ./examples/subscription -ref ASSINATURA-42 # a fixed reference instead of one per run
+//
+// With the variables `pagpolar sim` prints exported (PAGPOLAR_PLAN_ID and
+// PAGPOLAR_OTHER_PLAN_ID among them) it runs against that API instead, and
+// says so.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"github.com/pagpolar/pagpolar-go/keystore"
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/examples/internal/exampleenv"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
+	ref := flag.String("ref", "", "subscription reference (default: ASSINATURA-42 plus a suffix unique to this run)")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), exampleenv.Deadline)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "subscription")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := run(ctx, os.Stdout, filepath.Join(dir, "keys.db"), *ref); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, out io.Writer) error {
-	api, closeAPI, err := exampleenv.Connect()
+func run(ctx context.Context, out io.Writer, dbPath, ref string) error {
+	api, closeAPI, err := exampleenv.Connect(out)
 	if err != nil {
 		return err
 	}
 	defer closeAPI()
-	client, err := pagpolar.NewClient(api.CredentialID, api.Token, pagpolar.WithBaseURL(api.BaseURL), pagpolar.WithRetryPolicy(api.Policy),
-		pagpolar.WithStore(keystore.NewMemory()) /* an example: use keystore/sqlstore or keystore/redisstore in production */)
+	// The key store: a SQLite file (here in a temporary directory; in
+	// production a path that survives restarts, or PostgreSQL, Redis).
+	store, err := sqlstore.OpenSQLite(dbPath)
 	if err != nil {
 		return err
 	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	client, err := pagpolar.NewClient(api.CredentialID, api.Token, append(api.Options(), pagpolar.WithStore(store))...)
+	if err != nil {
+		return err
+	}
+	reference := exampleenv.Ref("ASSINATURA-42", ref)
 	sub, err := client.Subscriptions.Subscribe(ctx, pagpolar.SubscribeParams{
-		OfferID: api.PlanID, ExternalReference: "ASSINATURA-42", PaymentMethod: "pix",
+		OfferID: api.PlanID, ExternalReference: reference, PaymentMethod: "pix",
 		Customer: pagpolar.Customer{Name: "Carla Dias", Email: "carla@exemplo.com", Document: "987.654.321-00"},
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "subscribed to %s: %s\n", sub.Subscription.OfferID, sub.Subscription.Status)
+	fmt.Fprintf(out, "subscription %s: subscribed to %s: %s\n", reference, sub.Subscription.OfferID, sub.Subscription.Status)
 	for i, offer := range []string{api.OtherPlanID, api.PlanID} {
 		pc, err := client.Subscriptions.ChangePlan(ctx, pagpolar.ChangePlanParams{
-			OperationID:    fmt.Sprintf("plan-change-ASSINATURA-42-%d", i+1),
+			OperationID:    fmt.Sprintf("plan-change-%s-%d", reference, i+1), // e.g. your plan changes table's row ID
 			SubscriptionID: sub.Subscription.ID,
 			NewOfferID:     offer,
 		})

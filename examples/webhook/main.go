@@ -135,14 +135,26 @@ func (c *config) fromEnv() error {
 			`give a key to seal them (PAGPOLAR_WEBHOOK_PAYLOAD_KEYS="k1:$(openssl rand -base64 32)", and keep it: without it stored events cannot be processed) ` +
 			`or set PAGPOLAR_WEBHOOK_PLAINTEXT=yes to store them in clear`)
 	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
 	base, cred, apiTok := os.Getenv("PAGPOLAR_BASE_URL"), os.Getenv("PAGPOLAR_CREDENTIAL_ID"), os.Getenv("PAGPOLAR_TOKEN")
-	if base != "" && cred != "" && apiTok != "" {
+	switch {
+	case base != "" && cred != "" && apiTok != "":
+		// This receiver only reads from the API (GET /sales/{id}, GET
+		// /refunds), so an in-memory key store is enough; a client that
+		// charges needs a durable one (keystore/sqlstore, keystore/redisstore).
 		client, err := pagpolar.NewClient(cred, pagpolar.StaticToken(apiTok), pagpolar.WithBaseURL(base),
-			pagpolar.WithStore(keystore.NewMemory())) // reads only here; money calls need a durable store (keystore/sqlstore, keystore/redisstore)
+			pagpolar.WithStore(keystore.NewMemory()), pagpolar.WithLogger(c.log))
 		if err != nil {
 			return err
 		}
 		c.api = webhook.FromClient(client)
+		c.log.Info("checking doubtful statuses against the API at "+base+" (PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN are set)", "base_url", base)
+	case base != "" || cred != "" || apiTok != "":
+		return errors.New("set all of PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN (statuses are then checked with the API) or none of them")
+	default:
+		c.log.Info("doubtful statuses are left as stored: set PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN to check them with the API")
 	}
 	return nil
 }

@@ -98,6 +98,8 @@ func TestFromEnvWantsAPayloadChoice(t *testing.T) {
 	t.Setenv("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS", "")
 	t.Setenv("PAGPOLAR_WEBHOOK_PLAINTEXT", "")
 	t.Setenv("PAGPOLAR_BASE_URL", "")
+	t.Setenv("PAGPOLAR_CREDENTIAL_ID", "")
+	t.Setenv("PAGPOLAR_TOKEN", "")
 	var c config
 	if err := c.fromEnv(); err == nil || !strings.Contains(err.Error(), "PAGPOLAR_WEBHOOK_PAYLOAD_KEYS") {
 		t.Fatalf("fromEnv without payload keys: %v", err)
@@ -109,6 +111,27 @@ func TestFromEnvWantsAPayloadChoice(t *testing.T) {
 	t.Setenv("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS", "k2:"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)))
 	if c = (config{}); c.fromEnv() != nil || len(c.payloadKeys) != 1 || c.payloadKeys[0].ID != "k2" {
 		t.Fatalf("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS: %+v", c)
+	}
+}
+
+// TestFromEnvSaysWhichAPI: with the API's three variables the receiver
+// says it checks statuses against that base URL; with only some of them
+// it refuses to start rather than silently check nothing.
+func TestFromEnvSaysWhichAPI(t *testing.T) {
+	t.Setenv("PAGPOLAR_WEBHOOK_TOKEN", "whk")
+	t.Setenv("PAGPOLAR_WEBHOOK_PLAINTEXT", "yes")
+	t.Setenv("PAGPOLAR_WEBHOOK_PAYLOAD_KEYS", "")
+	t.Setenv("PAGPOLAR_BASE_URL", "http://127.0.0.1:9/v1")
+	t.Setenv("PAGPOLAR_CREDENTIAL_ID", "cred_1")
+	t.Setenv("PAGPOLAR_TOKEN", "tok")
+	var logs bytes.Buffer
+	c := config{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := c.fromEnv(); err != nil || c.api == nil || !strings.Contains(logs.String(), "against the API at http://127.0.0.1:9/v1") {
+		t.Fatalf("err %v, api %v, log %q", err, c.api, logs.String())
+	}
+	t.Setenv("PAGPOLAR_TOKEN", "")
+	if c = (config{log: c.log}); c.fromEnv() == nil {
+		t.Fatal("two of the three API variables: want an error")
 	}
 }
 

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -58,6 +59,23 @@ type Check struct {
 	// Allowed, and counted: operations left unknown at the end, with
 	// whether their effect exists.
 	Unknown []string `json:"unknown"`
+}
+
+// MarshalJSON writes empty lists and counters as [] and {}, never null.
+func (c Check) MarshalJSON() ([]byte, error) {
+	type plain Check
+	for _, l := range []*[]string{&c.Duplicates, &c.FalseFailures, &c.WithoutEffect, &c.Orphans, &c.Unfinished, &c.Unknown} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	if c.ByKind == nil {
+		c.ByKind = map[string]int{}
+	}
+	if c.States == nil {
+		c.States = map[string]int{}
+	}
+	return json.Marshal(plain(c))
 }
 
 // OK reports whether no operation got two effects or a wrong outcome, no

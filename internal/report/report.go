@@ -78,6 +78,32 @@ type ChaosStats struct {
 	Disagreements []string `json:"disagreements"`        // two workers reported different outcomes for one operation
 }
 
+// MarshalJSON writes empty lists as [], never null.
+func (c ChaosStats) MarshalJSON() ([]byte, error) {
+	type plain ChaosStats
+	if c.Disagreements == nil {
+		c.Disagreements = []string{}
+	}
+	if c.CrashPoints == nil {
+		c.CrashPoints = Counts{}
+	}
+	return json.Marshal(plain(c))
+}
+
+// MarshalJSON writes empty lists and counters as [] and {}, never null.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	if r.Shapes == nil {
+		r.Shapes = []string{}
+	}
+	for _, c := range []*Counts{&r.Obtained, &r.FaultsApplied, &r.SDK.Retries, &r.SDK.Ambiguous} {
+		if *c == nil {
+			*c = Counts{}
+		}
+	}
+	return json.Marshal(plain(r))
+}
+
 // OK reports whether the run proved what it must: no double effect, no
 // operation without an outcome, records in line with the ledger, and (chaos)
 // workers that agreed and died only as planned.
@@ -91,52 +117,78 @@ func (r *Report) OK() bool {
 	return true
 }
 
-// WriteJSON writes r as indented JSON.
+// WriteJSON writes r as indented JSON. Empty lists are written [], never
+// null.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
 
-// WriteText writes r for people.
+// WriteText writes r for people: a payments engineer who has not read the
+// SDK's code. Every counter is named in words; the JSON names are kept in
+// brackets where a list of causes is printed.
 func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	line := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
-	verdict := "OK"
+	line := func(k, format string, args ...any) {
+		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{k}, args...)...)
+	}
+	verdict := "OK: no order was charged twice, and every operation has an outcome"
 	if !r.OK() {
-		verdict = "FAILED"
+		verdict = "FAILED: see the lines marked <-- below"
 	}
 	fmt.Fprintf(tw, "pagpolar %s: %s\n", r.Mode, verdict)
-	line("store", "%s", r.Store)
-	shapes := "today (internal/wire's)"
-	if len(r.Shapes) > 0 {
+
+	fmt.Fprintln(tw, "\nwhat ran")
+	line("orders", "%d, making %d operations (charges, subscriptions, refunds, plan changes); seed %d", r.Orders, r.Check.Operations, r.Seed)
+	line("faults", "%.0f %% of the money requests were made to go wrong on purpose (list at the end)", r.FaultRate*100)
+	line("in-processing window", "%s, standing in for the API's 60 s (every timeout and wait of the client is scaled to it)", msString(r.WindowMS))
+	shapes := "today's (internal/wire)"
+	if len(r.Shapes) > 0 && !(len(r.Shapes) == 1 && r.Shapes[0] == "today") {
 		shapes = strings.Join(r.Shapes, ", ")
 	}
 	line("answer shapes", "%s; client clock offset %s", shapes, orZero(r.ClientClockOffset))
-	line("orders", "%d (operations %d; fault rate %.0f%%, seed %d; in-processing window %s, standing in for the API's 60 s)", r.Orders, r.Check.Operations, r.FaultRate*100, r.Seed, msString(r.WindowMS))
-	line("successful effects in the ledger", "%d (%s); declined sales %d", r.Check.Effects, counts(Counts(r.Check.ByKind)), r.Check.Declined)
-	line("charged twice (2+ successful effects)", "%d%s", len(r.Check.Duplicates), must0(len(r.Check.Duplicates)))
-	line("reported failed while the effect exists", "%d%s", len(r.Check.FalseFailures), must0(len(r.Check.FalseFailures)))
-	line("reported succeeded without the effect", "%d%s", len(r.Check.WithoutEffect), must0(len(r.Check.WithoutEffect)))
-	line("effects no operation asked for", "%d%s", len(r.Check.Orphans), must0(len(r.Check.Orphans)))
-	line("operations left unfinished", "%d%s", len(r.Check.Unfinished), must0(len(r.Check.Unfinished)))
+	line("key store", "%s", r.Store)
+
+	fmt.Fprintln(tw, "\nthe checks: the fake's ledger against what the SDK reported")
+	line("charged twice (two successful effects for one operation)", "%d%s", len(r.Check.Duplicates), must0(len(r.Check.Duplicates)))
+	line("reported failed or not executed, but the effect exists", "%d%s", len(r.Check.FalseFailures), must0(len(r.Check.FalseFailures)))
+	line("reported succeeded, but the effect is not in the ledger", "%d%s", len(r.Check.WithoutEffect), must0(len(r.Check.WithoutEffect)))
+	line("sales or refunds that no operation asked for", "%d%s", len(r.Check.Orphans), must0(len(r.Check.Orphans)))
+	line("operations without an outcome at the end", "%d%s", len(r.Check.Unfinished), must0(len(r.Check.Unfinished)))
 	line("left \"outcome unknown\"", "%d (allowed: the SDK could not prove what happened and says so; a later call settles it)", len(r.Check.Unknown))
-	line("final states", "%s", counts(Counts(r.Check.States)))
-	line("how obtained", "%s", counts(r.Obtained))
-	line("after the checkout pass", "%d operations still open; settled by ResumeAll (lookups, never a charge) %d, by calling again with the same operation ID %d; %d open at the end, after %d rounds, %s",
-		r.Settling.LeftUnsettled, r.Settling.SettledByResume, r.Settling.SettledByReissue, r.Settling.StillUnsettledEnd, r.Settling.ReconcileRounds, msString(r.Settling.SettleMS))
-	line("retries by cause", "%s", counts(r.SDK.Retries))
-	line("ambiguous answers by cause", "%s (settled by %d lookups)", counts(r.SDK.Ambiguous), r.SDK.Lookups)
-	line("budget exhaustions", "%d", r.SDK.Budget)
-	line("requests", "%d (%d money POSTs, %d reads): %.2f per order, %.2f POSTs per order", r.Requests.Total, r.Requests.Posts, r.Requests.Reads, r.Requests.PerOrder, r.Requests.PostsPerOrder)
-	line("faults applied", "%s", counts(r.FaultsApplied))
-	line("latency per operation", "p50 %s, p99 %s, max %s (n=%d)", msString(r.Latency.P50MS), msString(r.Latency.P99MS), msString(r.Latency.MaxMS), r.Latency.N)
+
+	fmt.Fprintln(tw, "\nwhat happened")
+	line("effects in the ledger", "%d successful (%s); %d declined card sales", r.Check.Effects, counts(Counts(r.Check.ByKind)), r.Check.Declined)
+	line("final states of the operations", "%s", counts(Counts(r.Check.States)))
+	line("where the final answers came from", "%s", obtained(r.Obtained))
+	s := r.Settling
+	line("settled after the checkout pass", "%d %s had no final answer when the checkout pass ended (a checkout request gives up after %s, as a web request would);",
+		s.LeftUnsettled, plural(s.LeftUnsettled, "operation", "operations"), msString(2*r.WindowMS))
+	line("", "a background job then settled %d by looking them up (ResumeAll: lookups, never a charge)", s.SettledByResume)
+	line("", "and %d by calling again with the same operation ID (the SDK looks up first and resends only once the first attempt is proven absent);",
+		s.SettledByReissue)
+	line("", "%d still open after %d %s of that job, %s", s.StillUnsettledEnd, s.ReconcileRounds, plural(s.ReconcileRounds, "round", "rounds"), msString(s.SettleMS))
+	line("resends with the same key, by cause", "%s", described(r.SDK.Retries, retryCauses))
+	line("answers that needed a lookup, by cause", "%s; %d lookups in all", described(r.SDK.Ambiguous, ambiguousCauses), r.SDK.Lookups)
+	line("retries refused by the retry budget", "%d (each ends \"not executed\": safe to call again)", r.SDK.Budget)
+	line("requests the fake received", "%d (%d money POSTs, %d reads): %.2f per order, %.2f POSTs per order", r.Requests.Total, r.Requests.Posts, r.Requests.Reads, r.Requests.PerOrder, r.Requests.PostsPerOrder)
+	line("time per operation, checkout pass", "median %s, 99th percentile %s, slowest %s (n=%d)", msString(r.Latency.P50MS), msString(r.Latency.P99MS), msString(r.Latency.MaxMS), r.Latency.N)
 	if c := r.Chaos; c != nil {
 		line("worker processes", "%d workers, %d processes started, %d SIGKILLed by chaos, crash points %s, other abnormal exits %d%s",
 			c.Workers, c.Incarnations, c.Killed, counts(c.CrashPoints), c.OtherExits, must0(c.OtherExits))
 		line("worker completions", "%d; disagreements %d%s", c.Completions, len(c.Disagreements), must0(len(c.Disagreements)))
 	}
 	line("run time", "%s", msString(r.RunTimeMS))
+
+	fmt.Fprintf(tw, "\nfaults met: %d requests went wrong on purpose (processed: the sale, refund, subscription or plan change was created) [name in -json]\n", r.FaultsApplied.Total())
+	for _, k := range r.FaultsApplied.Keys() {
+		d := faultWords[k]
+		if d == "" {
+			d = k
+		}
+		fmt.Fprintf(tw, "  %d\t%s [%s]\n", r.FaultsApplied[k], d, k)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -144,7 +196,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		name string
 		list []string
 	}{{"charged twice", r.Check.Duplicates}, {"false failure", r.Check.FalseFailures}, {"succeeded without effect", r.Check.WithoutEffect},
-		{"effect nobody asked for", r.Check.Orphans}, {"unfinished", r.Check.Unfinished}, {"unknown", r.Check.Unknown}} {
+		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"outcome unknown", r.Check.Unknown}} {
 		for i, s := range l.list {
 			if i == 20 {
 				fmt.Fprintf(w, "  %s: ... and %d more\n", l.name, len(l.list)-20)
@@ -159,6 +211,76 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// faultWords says what each fault of pagpolartest does, by its name.
+var faultWords = map[string]string{
+	"drop_before_processing": "connection dropped before the API processed anything",
+	"gateway":                "a gateway's error page (502/503/504); nothing processed",
+	"rate_limit":             "429 Too Many Requests; nothing processed",
+	"unavailable":            "the API's own 503; nothing processed",
+	"latency":                "a slow answer",
+	"commit_then_drop":       "processed, then the answer was lost",
+	"commit_drop_release":    "processed, then the answer was lost and the key released (a blind resend would charge again)",
+	"commit_then_500":        "processed, then answered 500",
+	"commit_then_500_after":  "processed, then answered 500 some time later",
+	"500_no_commit":          "answered 500 without processing",
+	"hold":                   "kept in processing for a while (same-key requests get 409)",
+	"lookup_lag":             "processed, but hidden from lookups for a while",
+	"gateway_after_commit":   "processed, then a gateway's error page",
+	"decline":                "card declined",
+}
+
+// retryCauses and ambiguousCauses say what the SDK's cause codes mean.
+var retryCauses = map[string]string{
+	"429":               "429 rate limited",
+	"503":               "the API's own 503",
+	"not-sent":          "connection refused, nothing sent",
+	"trusted-not-found": "proven absent by lookup",
+}
+
+var ambiguousCauses = map[string]string{
+	"500":       "500",
+	"502":       "502 from a gateway",
+	"503":       "503 from a gateway",
+	"504":       "504 from a gateway",
+	"transport": "connection lost or timed out",
+	"409":       "409 still in processing",
+}
+
+func described(c Counts, words map[string]string) string {
+	if len(c) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(c))
+	for _, k := range c.Keys() {
+		d := words[k]
+		if d == "" {
+			d = k
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", d, c[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// obtained says how the final answers were obtained, in words.
+func obtained(c Counts) string {
+	return described(c, map[string]string{
+		"response":     "the API's answer",
+		"replay":       "a replay of the key's first answer",
+		"lookup":       "a lookup",
+		"local_record": "the key store (no request)",
+		"declined":     "declined",
+		"failed":       "failed",
+		"unsettled":    "no final answer",
+	})
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func orZero(s string) string {

@@ -89,7 +89,7 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 		t.Fatalf("want a decline, got %v", err)
 	}
 	get := func(id string) keystore.Record {
-		r, err := c.Store().Get(ctx, srv.CredentialID+"/"+id)
+		r, err := c.Store().Get(ctx, pagpolar.RecordID(srv.CredentialID, id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 	if err := rep.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pagpolar demo: FAILED", "charged twice (2+ successful effects)    2   <-- must be 0", "response 2"} {
+	for _, want := range []string{"pagpolar demo: FAILED", "charged twice (two successful effects for one operation)  2   <-- must be 0", "the API's answer 2"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}
@@ -154,6 +154,51 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 	var back Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Check.Duplicates) != 2 {
 		t.Fatalf("JSON round trip: %v %+v", err, back.Check)
+	}
+}
+
+// TestReportJSONHasNoNull: empty lists and counters are written [] and {},
+// so that a script can iterate over any of them without a null check.
+func TestReportJSONHasNoNull(t *testing.T) {
+	for _, rep := range []*Report{{Mode: "demo"}, {Mode: "chaos", Chaos: &ChaosStats{}}} {
+		var js bytes.Buffer
+		if err := rep.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(js.String(), "null") {
+			t.Errorf("%s report has a null:\n%s", rep.Mode, js.String())
+		}
+		// A list of reports (demo -shapes all) too.
+		b, err := json.Marshal([]*Report{rep})
+		if err != nil || strings.Contains(string(b), "null") {
+			t.Errorf("list of reports: %v %s", err, b)
+		}
+	}
+}
+
+// TestReportTextSpeaksPlainly: the text report names no internal jargon
+// without saying what it means, says what the shortened window stands for,
+// and pluralises.
+func TestReportTextSpeaksPlainly(t *testing.T) {
+	rep := &Report{Mode: "demo", WindowMS: 1000, Store: "memory:",
+		Settling:      Settling{LeftUnsettled: 1, SettledByReissue: 1, ReconcileRounds: 1},
+		SDK:           Stats{Retries: Counts{"trusted-not-found": 3}, Ambiguous: Counts{"transport": 2}},
+		FaultsApplied: Counts{"commit_drop_release": 4}}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	txt := b.String()
+	for _, want := range []string{"standing in for the API's 60 s", "proven absent by lookup 3", "connection lost or timed out 2",
+		"the key released (a blind resend would charge again) [commit_drop_release]", "1 operation had", "after 1 round of"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("text lacks %q:\n%s", want, txt)
+		}
+	}
+	for _, jargon := range []string{"trusted-not-found", "effects of no operation", "1 rounds", "re-issue"} {
+		if strings.Contains(txt, jargon) {
+			t.Errorf("text says %q:\n%s", jargon, txt)
+		}
 	}
 }
 
