@@ -41,9 +41,10 @@ Exits 1 if any order was charged twice or any operation ended without an
 outcome. The same -seed gives the same orders and the same faults (each
 decided by the seed, the order and the attempt, not by timing), so two runs
 report the same fault counts, effects and verdict. That holds by
-construction at -concurrency 1; at higher concurrency it held in every run
-measured, but is not guaranteed (the orders share a client-wide retry
-budget). Timings, request counts and how settling split its work vary.
+construction at -concurrency 1; at higher concurrency the orders share a
+client-wide retry budget, so whether an order tries again depends on timing
+and the counts can differ slightly (measured: one 500_no_commit in 120
+orders). Timings, request counts and how settling split its work vary.
 
 The key store is a temporary SQLite file deleted at exit; with -store the
 run's records stay in that store under the fake's fresh credential ID, for
