@@ -209,7 +209,7 @@ func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) 
 	var n atomic.Int64
 	err := s.bounded(cctx, func(ctx context.Context) error {
 		for shard := 0; shard < s.cfg.shards && int(n.Load()) < limit; shard++ {
-			keys := []string{s.indexKey(shard, keystore.StateSucceeded), s.indexKey(shard, keystore.StateFailed)}
+			keys := []string{s.indexKey(shard, keystore.StateSucceeded), s.indexKey(shard, keystore.StateFailed), s.markKey(shard)}
 			m, err := deleteScript.Run(ctx, s.client, keys, cutoff, limit-int(n.Load()), s.recordPrefix(shard)).Int()
 			if err != nil {
 				return err
