@@ -239,4 +239,3 @@ func TestLegacyLayoutKeepsWorking(t *testing.T) {
 		t.Fatalf("new prefix: layout %v, %v", fresh.layout, err)
 	}
 }
-
