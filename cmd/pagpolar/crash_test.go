@@ -98,8 +98,10 @@ func testStoreURL(t *testing.T, kind string) string {
 				return
 			}
 			defer db.Close()
-			if _, err := db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
-				t.Errorf("cleanup: dropping %s: %v", table, err)
+			for _, tb := range []string{table, table + "_meta"} {
+				if _, err := db.Exec("DROP TABLE IF EXISTS " + tb); err != nil {
+					t.Errorf("cleanup: dropping %s: %v", tb, err)
+				}
 			}
 		})
 		return withParam(t, dsn, "table", table)

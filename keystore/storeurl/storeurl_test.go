@@ -174,8 +174,10 @@ func TestPostgres(t *testing.T) {
 			return
 		}
 		defer db.Close()
-		if _, err := db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
-			t.Errorf("drop %s: %v", table, err)
+		for _, tb := range []string{table, table + "_meta"} {
+			if _, err := db.Exec("DROP TABLE IF EXISTS " + tb); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
 		}
 	})
 	roundTrip(t, open(t, u.String()))
