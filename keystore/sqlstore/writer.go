@@ -56,9 +56,9 @@ type op func(v *view, now int64) result
 type result struct {
 	rec   keystore.Record
 	n     int
-	err   error // the write's own answer (ErrExists...), decided in the batch
-	found bool  // PostgreSQL: the statement returned its row
-	row   row   // PostgreSQL: that row
+	err   error  // the write's own answer (ErrExists...), decided in the batch
+	found bool   // PostgreSQL: the statement returned its row
+	row   row    // PostgreSQL: that row
 	epoch string // Create: the table's epoch it was checked against
 	// deferred: the write is answered by another goroutine (a PostgreSQL
 	// statement retried alone after a lock timeout), not by the batch.
@@ -70,9 +70,9 @@ type writeReq struct {
 	id    string   // the row op reads and writes
 	extra []string // other rows op reads (a Create's loss check)
 	op    op
-	del *deleteReq  // instead of op: DeleteExpired, run as SQL in the batch
-	pg  *pgStmt     // PostgreSQL: one statement of the pipelined batch
-	out chan result // buffered: the writer never blocks on a caller that left
+	del   *deleteReq  // instead of op: DeleteExpired, run as SQL in the batch
+	pg    *pgStmt     // PostgreSQL: one statement of the pipelined batch
+	out   chan result // buffered: the writer never blocks on a caller that left
 }
 
 type deleteReq struct {
