@@ -112,7 +112,8 @@ func testStoreURL(t *testing.T, kind string) string {
 		}
 		prefix := "pp-cmd-" + randomName(t)
 		t.Cleanup(func() { deleteRedisPrefix(t, raw, prefix) })
-		return withParam(t, raw, "prefix", prefix)
+		// The shared test Redis keeps nothing on disk: opt out by name.
+		return withParam(t, withParam(t, raw, "prefix", prefix), "volatile", "1")
 	}
 	t.Fatalf("unknown store kind %q", kind)
 	return ""
