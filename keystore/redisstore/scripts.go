@@ -123,8 +123,7 @@ return {'created', 'ca', fmt(now), 'ua', fmt(now), 'le', fmt(now + tonumber(ARGV
 `)
 
 // updateScript: ARGV = nonce, version, lease token, state, attempts, first
-// sent, last sent, result ref, result, error, meta, fp, retention ms, record
-// key prefix of the shard.
+// sent, last sent, result ref, result, error, meta, fp, retention ms.
 var updateScript = redis.NewScript(scriptPrelude + `
 local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op', 'uw', 'key', 'kind', 'ca')
 if not h[6] then return {'notfound'} end
@@ -147,12 +146,16 @@ local updated = {'updated', 'op', op, 'key', h[8], 'kind', h[9], 'lo', h[3], 'lt
   'le', h[5], 'ca', h[10], 'ua', fmt(now), 'ver', fmt(tonumber(h[2]) + 1)}
 if terminal(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[13])
-  -- Records expire in index order: drop the entries of the oldest ones
-  -- Redis has removed, so the index does not outgrow the data when nobody
-  -- runs DeleteExpired.
+  -- A terminal record expires its retention after its last update, which
+  -- is its index score (both by this server's clock): drop (two at a time)
+  -- the entries older than that, so the index does not outgrow the data
+  -- when nobody runs DeleteExpired. Decided by score alone: a record key is
+  -- not looked at, since one the script does not name may be on another
+  -- node while its slot migrates.
   local ix = KEYS[IX[ARGV[4]]]
-  for _, id in ipairs(redis.call('ZRANGE', ix, 0, 1)) do
-    if redis.call('EXISTS', ARGV[14] .. id) == 0 then redis.call('ZREM', ix, id) end
+  local dead = now - tonumber(ARGV[13]) * 1000
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ix, '-inf', '(' .. fmt(dead), 'LIMIT', 0, 2)) do
+    redis.call('ZREM', ix, id)
   end
 end
 -- The caller knows the fields it wrote: send back the others.
@@ -208,6 +211,9 @@ for i = 1, 2 do
     local rk = ARGV[3] .. id
     local h = redis.call('HMGET', rk, 'st', 'ua')
     if not h[1] then
+      -- Expired by its retention TTL (or, while the slot migrates, moved
+      -- to another node: then it is terminal and past the cut-off, and
+      -- its TTL removes it).
       redis.call('ZREM', KEYS[i], id)
       n = n + 1
     elseif (h[1] == 'succeeded' or h[1] == 'failed') and tonumber(h[2]) < cutoff then

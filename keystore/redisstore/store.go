@@ -436,7 +436,6 @@ func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Recor
 	if err != nil {
 		return keystore.Record{}, err
 	}
-	shard := s.shardOf(id)
 	sent := map[string]string{
 		"st": string(rec.State), "att": strconv.Itoa(rec.Attempts), "fs": encodeTime(rec.FirstSentAt),
 		"ls": encodeTime(rec.LastSentAt), "rr": rec.ResultRef, "res": string(rec.Result),
@@ -446,7 +445,7 @@ func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Recor
 		n, rec.Version, rec.LeaseToken, string(rec.State), rec.Attempts,
 		sent["fs"], sent["ls"], rec.ResultRef,
 		rec.Result, rec.Error, rec.Meta, rec.Fingerprint,
-		s.cfg.retention.Milliseconds(), s.recordPrefix(shard))
+		s.cfg.retention.Milliseconds())
 	if err != nil {
 		return r.rec, err
 	}

@@ -220,7 +220,7 @@ func TestScriptsAreIdempotentUnderResend(t *testing.T) {
 	}
 	for i := range 2 {
 		r, err := s.eval(ctx, "update", id, updateSent, updateScript, true, keys,
-			"nonce-u", 1, 2, "unknown", 1, "", "", "", "", "", "", "fp", s.cfg.retention.Milliseconds(), s.recordPrefix(s.shardOf(id)))
+			"nonce-u", 1, 2, "unknown", 1, "", "", "", "", "", "", "fp", s.cfg.retention.Milliseconds())
 		if err != nil || r.status != "ok" || r.rec.Version != 2 || r.rec.State != keystore.StateUnknown {
 			t.Fatalf("update run %d: status %q version %d state %q, %v; want ok, version 2, unknown", i, r.status, r.rec.Version, r.rec.State, err)
 		}
