@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -229,6 +230,12 @@ func (s *Store) execBatch(ctx context.Context, calls []*call) {
 // sent (wait.go).
 func (s *Store) durablePipeline(ctx context.Context, node *redis.Client, calls []*call) {
 	if err := s.admit(ctx, node); err != nil {
+		if !errors.Is(err, ErrNotDurable) {
+			// The master did not answer: it may have failed over. A node
+			// client does not learn that by itself; the cluster client
+			// does on its next use of the slot map.
+			s.reloadSlots(ctx)
+		}
 		for _, c := range calls {
 			c.err = err
 			close(c.done)
@@ -237,6 +244,26 @@ func (s *Store) durablePipeline(ctx context.Context, node *redis.Client, calls [
 	}
 	if waitErr := s.pipeline(ctx, node.Pipelined, calls, true); waitErr != nil {
 		s.fellShort(node, waitErr)
+		s.reloadSlots(ctx)
+	}
+}
+
+// noAnswer is told of every call that failed: when the server did not
+// answer (a network error, not a refused command), a cluster client reads
+// the slot map again, since the master may have failed over; go-redis
+// would otherwise go on dialing the dead master until its slot map goes
+// stale (10 s).
+func (s *Store) noAnswer(ctx context.Context, err error) {
+	var rerr redis.Error
+	if err != nil && (!errors.As(err, &rerr) || isTransient(rerr)) {
+		s.reloadSlots(ctx)
+	}
+}
+
+// reloadSlots makes a cluster client read the slot map again (lazily).
+func (s *Store) reloadSlots(ctx context.Context) {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
 	}
 }
 

@@ -137,6 +137,7 @@ func startCluster(t *testing.T, masters, replicas int) *privateCluster {
 			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", "1000", "--appendonly", "yes", "--save", "",
 			"--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0",
+			"--cluster-require-full-coverage", "no",
 		}}
 		pc.nodes = append(pc.nodes, n)
 		pc.start(n)

@@ -95,6 +95,7 @@ func (s *Store) List(ctx context.Context, f keystore.Filter) ([]keystore.Record,
 		return err
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return nil, wrapErr("list", f.Prefix, s.timedOut(ctx, cctx, err))
 	}
 	if len(cands) == 0 {
@@ -219,6 +220,7 @@ func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) 
 		return nil
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return int(n.Load()), wrapErr("delete expired", "", s.timedOut(ctx, cctx, err))
 	}
 	return int(n.Load()), nil

@@ -144,9 +144,15 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 // WithWait makes every Create, Update and Acquire wait (WAIT) until
 // replicas replicas have acknowledged the write, for at most timeout, before
 // returning. Fewer acknowledgements → an error wrapping ErrNotDurable and
-// keystore.ErrUnavailable (see the package documentation). timeout must be
-// shorter than the client's ReadTimeout and the call timeout
-// (WithCallTimeout).
+// keystore.ErrUnavailable (see the package documentation). A write
+// acknowledged by replicas replicas survives a failover that promotes one of
+// them. A master with fewer replicas attached (ROLE), or whose last WAIT fell
+// short less than a second ago, gets no durable write at all: those fail at
+// once, not sent, instead of each waiting out timeout — so after a failover
+// the promoted master's shards take writes again only once a replica has
+// attached to it (see "WithWait and failover" in the package
+// documentation). timeout must be shorter than the client's ReadTimeout and
+// the call timeout (WithCallTimeout).
 func WithWait(replicas int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.durability = durability{mode: durableWait, replicas: replicas, timeout: timeout}

@@ -221,6 +221,7 @@ func (s *Store) eval(ctx context.Context, op, id string, sent map[string]string,
 		done: make(chan struct{}),
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return scriptReply{}, wrapErr(op, id, s.timedOut(ctx, cctx, err))
 	}
 	r, err := parseReply(res, sent)
@@ -362,6 +363,7 @@ func (s *Store) Get(ctx context.Context, id string) (keystore.Record, error) {
 		return err
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return keystore.Record{}, wrapErr("get", id, s.timedOut(ctx, cctx, err))
 	}
 	if len(h) == 0 {
