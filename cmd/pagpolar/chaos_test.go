@@ -97,7 +97,7 @@ func TestTwoProcessesSameOrders(t *testing.T) {
 // next two processes of workers 0 and 1, depend on how fast the machine is:
 // they are reported, not asserted.
 func TestChaosSmall(t *testing.T) {
-	for _, kind := range storeKinds {
+	for _, kind := range append(storeKinds, "redis-cluster") {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			cfg := chaosTestConfig(t, kind)
