@@ -5,7 +5,9 @@
 //
 // Implementations: Memory (tests only: a restart forgets every key), and the
 // durable stores in the sqlstore and redisstore sub-packages. Every
-// implementation passes the conformance suite in keystore/storetest unchanged.
+// implementation passes the conformance suite in keystore/storetest unchanged,
+// and, since each implements AmnesiaGuard (SAFETY rule 13: a store that
+// lost what it acknowledged fails closed), its amnesia suite too.
 package keystore
 
 import (
