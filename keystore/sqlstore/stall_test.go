@@ -2,10 +2,12 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -363,5 +365,67 @@ func TestPostgresReadsAreBounded(t *testing.T) {
 		if err := read.fn(); err != nil {
 			t.Fatalf("%s on a new connection afterwards: %v", read.name, err)
 		}
+	}
+}
+
+// TestSQLiteWriteLockHoldsEveryWriter measures what SQLite's one writer
+// at a time means: while another process holds the file's write lock,
+// every write of the Store waits (up to the busy timeout), and each caller
+// still stops at its own deadline. Reads go on beside it (WAL).
+func TestSQLiteWriteLockHoldsEveryWriter(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ops.db")
+	s, err := sqlstore.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, rec("read-me"), "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lock, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	const held = 1500 * time.Millisecond
+	if _, err := lock.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(held) // real time: the lock is held this long
+		_, _ = lock.ExecContext(ctx, "ROLLBACK")
+	}()
+	start := time.Now()
+	stop := make(chan struct{})
+	var calls []timedCall
+	loaded := make(chan struct{})
+	go func() { calls = load(s, 4, "w", stop); close(loaded) }()
+	readStart := time.Now()
+	if _, err := s.Get(ctx, "read-me"); err != nil {
+		t.Fatal(err)
+	}
+	read := time.Since(readStart)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, shortErr := s.Create(short, rec("short"), "w", time.Minute)
+	cancel()
+	time.Sleep(time.Until(start.Add(held + 300*time.Millisecond)))
+	close(stop)
+	<-loaded
+	l := summarize(calls)
+	t.Logf("write lock held by another connection for %v: 4 writers %s; a read meanwhile took %v; a Create with a 200ms deadline: %v", held, l, read.Round(time.Millisecond), shortErr)
+	if l.failed > 0 || l.max < held/2 || l.max > held+time.Second {
+		t.Fatalf("writers under another connection's write lock: %s; want each to wait for the lock and succeed", l)
+	}
+	if !errors.Is(shortErr, keystore.ErrUnavailable) || read > held/2 {
+		t.Fatalf("a Create with a short deadline: %v; a read: %v", shortErr, read)
 	}
 }

@@ -193,7 +193,8 @@ func (s *Store) Table() string { return s.table }
 // session with synchronous_commit off (ErrAsyncCommit) unless
 // AllowAsyncCommit was given. A table that lost its records since this Store
 // last saw it (or whose marker is gone while <table>_meta remembers it) is
-// marked lost, and Create refuses until AcceptLoss.
+// marked lost, and Create refuses until AcceptLoss. Migrate runs under ctx
+// alone (creating an index on a large table may take a while).
 func (s *Store) Migrate(ctx context.Context) error {
 	db := s.wdb
 	if s.migrateDSN != "" {
@@ -255,6 +256,8 @@ func (s *Store) Close() error {
 // Ping checks that the database answers and the table exists, with an
 // error wrapping keystore.ErrUnavailable otherwise.
 func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	var n int
 	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+s.table+" LIMIT 1) t").Scan(&n)
 	if err != nil {
