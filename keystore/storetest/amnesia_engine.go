@@ -23,7 +23,7 @@ var engineCustomer = pagpolar.Customer{Name: "Ana Souza", Email: "ana@example.co
 // charge. With a store that detects the loss the second call sends nothing
 // (1 sale, 1 request); with one that does not, the API takes the resend as
 // a new charge (2 sales).
-func AmnesiaEngineRun(t *testing.T, store keystore.Store, wipe func(t *testing.T)) (second error, sales, posts int) {
+func AmnesiaEngineRun(t *testing.T, store keystore.Store, wipe func(t *testing.T)) (sales, posts int, second error) {
 	t.Helper()
 	const ref = "amnesia-order-1"
 	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(time.Second))
@@ -62,14 +62,14 @@ func AmnesiaEngineRun(t *testing.T, store keystore.Store, wipe func(t *testing.T
 			posts++
 		}
 	}
-	return second, sales, posts
+	return sales, posts, second
 }
 
 // testAmnesiaEngine: the store emptied between a commit-then-500 and the
 // next call gives 0 double effects, because Create refuses and the SDK
 // sends nothing.
 func testAmnesiaEngine(t *testing.T, b AmnesiaBackend) {
-	err, sales, posts := AmnesiaEngineRun(t, b.Store, b.Wipe)
+	sales, posts, err := AmnesiaEngineRun(t, b.Store, b.Wipe)
 	if !errors.Is(err, pagpolar.ErrStoreUnavailable) || !errors.Is(err, keystore.ErrAmnesia) {
 		t.Fatalf("second call after the wipe: %v; want ErrStoreUnavailable wrapping keystore.ErrAmnesia", err)
 	}

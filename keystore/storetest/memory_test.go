@@ -34,7 +34,7 @@ func TestMemoryAmnesia(t *testing.T) {
 // RunAmnesia's engine case shows the detection prevents.
 func TestAmnesiaControlStoreWithoutMemoryChargesTwice(t *testing.T) {
 	swap := &swappable{Store: keystore.NewMemory()}
-	err, sales, posts := storetest.AmnesiaEngineRun(t, swap, func(*testing.T) { swap.Store = keystore.NewMemory() })
+	sales, posts, err := storetest.AmnesiaEngineRun(t, swap, func(*testing.T) { swap.Store = keystore.NewMemory() })
 	if err != nil || sales != 2 || posts != 2 {
 		t.Fatalf("second call on a store without history: err %v, %d sales, %d requests; want the double charge (nil, 2, 2)", err, sales, posts)
 	}
