@@ -140,7 +140,9 @@ func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) err
 		log.WarnContext(ctx, "redisstore: appendfsync no: the OS decides when the AOF reaches disk, so a power loss can lose many seconds of records; use everysec or always",
 			slog.String("appendfsync", fsync))
 	case fsync == "everysec":
-		log.InfoContext(ctx, "redisstore: appendfsync everysec: a power loss can lose about the last second of acknowledged records (detected as amnesia); use WithWaitAOF or appendfsync always where that matters",
+		// The usual setting, documented in the package: not worth a line on
+		// every start of every process.
+		log.DebugContext(ctx, "redisstore: appendfsync everysec: a power loss can lose about the last second of acknowledged records; use WithWaitAOF or appendfsync always where that matters",
 			slog.String("appendfsync", fsync))
 	default:
 		log.DebugContext(ctx, "redisstore: Redis persistence", slog.String("appendfsync", fsync))
