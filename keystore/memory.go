@@ -18,9 +18,13 @@ type Memory struct {
 	mu    sync.Mutex
 	recs  map[string]*Record
 	clock Clock
+	amn   memAmnesia
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store        = (*Memory)(nil)
+	_ AmnesiaGuard = (*Memory)(nil)
+)
 
 type systemClock struct{}
 
@@ -32,7 +36,9 @@ func NewMemory() *Memory { return NewMemoryWithClock(systemClock{}) }
 // NewMemoryWithClock returns an empty Memory store whose lease expiry and
 // timestamps follow c (tests move time with it).
 func NewMemoryWithClock(c Clock) *Memory {
-	return &Memory{recs: make(map[string]*Record), clock: c}
+	m := &Memory{recs: make(map[string]*Record), clock: c}
+	m.amn.init()
+	return m
 }
 
 func clone(r Record) Record {
@@ -62,6 +68,9 @@ func (m *Memory) Create(ctx context.Context, rec Record, owner string, ttl time.
 		return clone(*cur), fmt.Errorf("%w: %s", ErrExists, rec.OperationID)
 	}
 	now := m.clock.Now()
+	if err := m.checkAmnesia(now); err != nil {
+		return Record{}, fmt.Errorf("keystore: create %s: %w", rec.OperationID, err)
+	}
 	r := clone(rec)
 	if r.State == "" {
 		r.State = StatePending
@@ -70,6 +79,7 @@ func (m *Memory) Create(ctx context.Context, rec Record, owner string, ttl time.
 	r.CreatedAt, r.UpdatedAt = now, now
 	r.LeaseOwner, r.LeaseToken, r.LeaseExpiresAt = owner, 1, now.Add(ttl)
 	m.recs[r.OperationID] = &r
+	m.amn.lastID, m.amn.lastCreated = r.OperationID, now
 	return clone(r), nil
 }
 
@@ -228,6 +238,9 @@ func (m *Memory) DeleteExpired(ctx context.Context, before time.Time, limit int)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if before.After(m.amn.reapedBefore) {
+		m.amn.reapedBefore = before
+	}
 	n := 0
 	for id, r := range m.recs {
 		if n >= limit {

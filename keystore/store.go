@@ -5,12 +5,15 @@
 //
 // Implementations: Memory (tests only: a restart forgets every key), and the
 // durable stores in the sqlstore and redisstore sub-packages. Every
-// implementation passes the conformance suite in keystore/storetest unchanged.
+// implementation passes the conformance suite in keystore/storetest unchanged,
+// and, since each implements AmnesiaGuard (SAFETY rule 13: a store that
+// lost what it acknowledged fails closed), its amnesia suite too.
 package keystore
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -93,6 +96,10 @@ var (
 	ErrLeaseLost   = errors.New("keystore: lease lost (expired or taken over)")
 	ErrConflict    = errors.New("keystore: record changed since it was read (stale version)")
 	ErrUnavailable = errors.New("keystore: store unavailable")
+	// ErrAmnesia: the store may have lost records it had acknowledged (see
+	// AmnesiaGuard). Every error wrapping it also wraps ErrUnavailable, so
+	// a caller that only knows ErrUnavailable sends nothing.
+	ErrAmnesia = errors.New("keystore: the store lost records it had acknowledged")
 )
 
 // Filter selects records for List.
@@ -103,10 +110,107 @@ type Filter struct {
 	Limit         int       // <= 0: implementation default (at least 100)
 }
 
+// AmnesiaError is the error Create returns, wrapped, when the store has
+// detected that it lost records it had acknowledged (SAFETY rule 13). It
+// matches both ErrAmnesia and ErrUnavailable with errors.Is.
+type AmnesiaError struct {
+	Part       string    // where the loss was detected: "table pagpolar_operations", "shard 3"
+	Reason     string    // what was seen, e.g. "the shard's marker is missing"
+	DetectedAt time.Time // by the store's clock; zero if unknown
+}
+
+func (e *AmnesiaError) Error() string {
+	return fmt.Sprintf("keystore: amnesia in %s: %s. Records this store had acknowledged may be lost, "+
+		"and an operation whose record is gone would be sent again as if it had no history, so Create refuses "+
+		"every new record there (nothing is sent). Settle the unfinished operations by lookup "+
+		"(Client.ResumeAll, pagpolar ops settle), then accept the loss (keystore.AmnesiaGuard.AcceptLoss) "+
+		"to let Creates resume", e.Part, e.Reason)
+}
+
+// Is makes errors.Is match ErrAmnesia and ErrUnavailable.
+func (e *AmnesiaError) Is(target error) bool { return target == ErrAmnesia || target == ErrUnavailable }
+
+// AmnesiaGuard is implemented by stores that can tell "this record never
+// existed" from "this store lost what it acknowledged" (SAFETY rule 13):
+// a Redis without persistence restarted, a failover to a replica that had
+// not received the last writes, a PostgreSQL that crashed with
+// synchronous_commit off, a table emptied by mistake, a SQLite file
+// replaced. Memory, sqlstore and redisstore implement it.
+//
+// How a store detects a loss. Each part of the store (a SQL table, a Redis
+// shard) keeps a marker written when the part is first initialised (Migrate,
+// New), naming the part's epoch; every Store remembers the epoch it found and
+// the last record it created in each part (its high-water mark of
+// acknowledged writes). Create checks both atomically with the insert: a
+// marker that is gone or names another epoch, or a record this Store created
+// and was told was durable that is no longer there (and was not removed by
+// DeleteExpired or retention), is a loss. The part is then marked lost in the
+// store itself, so that every Store, in every process, refuses Create there
+// with an *AmnesiaError until AcceptLoss; Get, List, Acquire, Renew, Release,
+// Update and DeleteExpired go on working, so that what survived can be
+// settled by lookup.
+//
+// What no store can detect: a store emptied while no Store that had used it
+// was running, and then opened again, looks exactly like a new one. A Store
+// opened after a loss that running Stores have not noticed yet starts a new
+// epoch; the running Stores then notice the change at their next Create and
+// mark the part lost for everyone.
+type AmnesiaGuard interface {
+	// Amnesia reports the parts of the store in which a loss was detected
+	// and not yet accepted, and the last loss accepted in each part. It
+	// reads the store (every part it can reach), and checks each part
+	// against what this Store remembers, recording any loss it finds as
+	// Create would. An unreachable store → an error wrapping ErrUnavailable.
+	Amnesia(ctx context.Context) (AmnesiaReport, error)
+
+	// AcceptLoss ends the refusal in every part marked lost: the operator
+	// has settled what survived (every pending and unknown record, by
+	// lookup) and accepts that operations whose records were lost may be
+	// sent again as new ones (within the API's 24 h key window a resend
+	// after a released key creates a second effect: look those up by hand
+	// where the loss could hold any). note says who accepted and why; it is
+	// kept with the acceptance and must not be empty. Each part gets a new
+	// epoch; every Store adopts it at its next Create. With nothing lost,
+	// AcceptLoss does nothing and returns nil.
+	AcceptLoss(ctx context.Context, note string) error
+}
+
+// AmnesiaReport is what Amnesia found.
+type AmnesiaReport struct {
+	// Lost lists the parts where Create refuses, oldest detection first.
+	// Empty when no loss is pending.
+	Lost []LostPart
+	// Accepted lists, per part, the last loss an operator accepted.
+	Accepted []AcceptedLoss
+	// Parts is how many parts the store has; Unreachable names those
+	// Amnesia could not read (their state is unknown).
+	Parts       int
+	Unreachable []string
+}
+
+// Detected reports whether some part refuses Create.
+func (r AmnesiaReport) Detected() bool { return len(r.Lost) > 0 }
+
+// LostPart is one part of a store in which a loss was detected.
+type LostPart struct {
+	Part       string
+	Reason     string
+	DetectedAt time.Time // store clock
+}
+
+// AcceptedLoss is the last loss accepted in one part.
+type AcceptedLoss struct {
+	Part string
+	Note string
+	At   time.Time // store clock
+}
+
 // Store keeps idempotency records. All methods are safe for concurrent use by
 // many goroutines and, for durable stores, many processes. Every method honours
-// ctx. A method that cannot reach its backend returns an error wrapping
-// ErrUnavailable; callers then send nothing.
+// ctx, and durable stores bound every call by a timeout of their own as well
+// (documented per store), so a call returns even when ctx has no deadline
+// and the backend stops answering. A method that cannot reach its backend
+// returns an error wrapping ErrUnavailable; callers then send nothing.
 type Store interface {
 	// Create inserts rec if no record with rec.OperationID exists, and gives
 	// the new record a lease held by owner for ttl (LeaseToken 1). When the write
@@ -115,7 +219,10 @@ type Store interface {
 	// LeaseToken and LeaseExpiresAt; it returns the stored record. An empty
 	// State is stored as pending; an empty OperationID is an error.
 	// If the operation exists, Create returns the existing record (as stored)
-	// and an error wrapping ErrExists, changing nothing.
+	// and an error wrapping ErrExists, changing nothing. A store that
+	// implements AmnesiaGuard refuses to insert a record in a part where it
+	// detected a loss, with an error wrapping an *AmnesiaError (so
+	// ErrAmnesia and ErrUnavailable), writing nothing.
 	Create(ctx context.Context, rec Record, owner string, ttl time.Duration) (Record, error)
 
 	// Get returns the record or ErrNotFound.

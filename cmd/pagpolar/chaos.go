@@ -150,15 +150,20 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.exe = exe
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	rep, err := chaos(ctx, cfg, stderr)
+	res, err := chaos(ctx, cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar chaos: %v\n", err)
 		return 1
 	}
+	rep := res.Report
 	if cfg.asJSON {
 		err = rep.WriteJSON(stdout)
+		fmt.Fprintf(stderr, "chaos: %s\n", res.Outage)
 	} else {
 		err = rep.WriteText(stdout)
+		if err == nil {
+			_, err = fmt.Fprintf(stdout, "%s\n", res.Outage)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar chaos: writing the report: %v\n", err)
@@ -187,6 +192,31 @@ type chaosRun struct {
 	// (guarded by mu); forcedDone is closed when it reaches 0.
 	forcedLeft int
 	forcedDone chan struct{}
+	outage     storeOutage
+}
+
+// storeOutage sums what the workers reported of waiting for their store
+// (at start-up or between orders): a store outage is reported, not a
+// reason to abort the run.
+type storeOutage struct {
+	Waits    int           `json:"waits"`
+	Total    time.Duration `json:"total_ns"`
+	Longest  time.Duration `json:"longest_ns"`
+	Affected map[int]bool  `json:"-"` // worker slots that waited
+}
+
+func (o storeOutage) String() string {
+	if o.Waits == 0 {
+		return "store outages: none seen by the workers"
+	}
+	return fmt.Sprintf("store outages: %d waits by %d workers for their store to answer again, %v in all, longest %v (work resumed each time)",
+		o.Waits, len(o.Affected), o.Total.Round(time.Millisecond), o.Longest.Round(time.Millisecond))
+}
+
+// chaosResult is a chaos run's report and what it saw of its store.
+type chaosResult struct {
+	*report.Report
+	Outage storeOutage
 }
 
 // incarnation is one worker process.
@@ -211,7 +241,7 @@ func (r *chaosRun) forcedOver() {
 }
 
 // chaos runs the whole scenario across processes and returns its report.
-func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*report.Report, error) {
+func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*chaosResult, error) {
 	start := time.Now()
 	srv, stopBursts, err := startScenarioFake(cfg.window, cfg.seed, cfg.faultRate)
 	if err != nil {
@@ -327,7 +357,10 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*report.Rep
 	}
 	rep.Requests, rep.FaultsApplied = report.Traffic(ledger, srv.CredentialID, cfg.orders)
 	rep.RunTimeMS = float64(time.Since(start).Microseconds()) / 1000
-	return rep, nil
+	r.mu.Lock()
+	outage := r.outage
+	r.mu.Unlock()
+	return &chaosResult{Report: rep, Outage: outage}, nil
 }
 
 // assignOrders gives every order to two workers (one if there is only one
@@ -528,6 +561,16 @@ func (r *chaosRun) handle(inc *incarnation, m workerMsg) bool {
 		}
 	case "crash":
 		inc.crashed = m.Point
+	case "store":
+		d := time.Duration(m.WaitedMS) * time.Millisecond
+		o := &r.outage
+		o.Waits++
+		o.Total += d
+		o.Longest = max(o.Longest, d)
+		if o.Affected == nil {
+			o.Affected = map[int]bool{}
+		}
+		o.Affected[inc.slot] = true
 	}
 	return false
 }
@@ -585,8 +628,8 @@ func (r *chaosRun) progress(ctx context.Context) {
 		for _, d := range r.doneOrders {
 			done += len(d)
 		}
-		line := fmt.Sprintf("chaos: %d/%d worker orders done, %d processes started, %d killed, %d crash points, %s",
-			done, 2*r.cfg.orders, r.chaos.Incarnations, r.chaos.Killed, r.chaos.CrashPoints.Total(), time.Since(start).Round(100*time.Millisecond))
+		line := fmt.Sprintf("chaos: %d/%d worker orders done, %d processes started, %d killed, %d crash points, %d store waits, %s",
+			done, 2*r.cfg.orders, r.chaos.Incarnations, r.chaos.Killed, r.chaos.CrashPoints.Total(), r.outage.Waits, time.Since(start).Round(100*time.Millisecond))
 		if r.cfg.workers == 1 {
 			line = strings.Replace(line, fmt.Sprintf("/%d ", 2*r.cfg.orders), fmt.Sprintf("/%d ", r.cfg.orders), 1)
 		}

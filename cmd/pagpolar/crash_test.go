@@ -61,8 +61,9 @@ const crashWindow = time.Second
 // ---- stores for tests ----
 
 const (
-	pgEnv    = "PAGPOLAR_TEST_POSTGRES_DSN"
-	redisEnv = "PAGPOLAR_TEST_REDIS_URL"
+	pgEnv      = "PAGPOLAR_TEST_POSTGRES_DSN"
+	redisEnv   = "PAGPOLAR_TEST_REDIS_URL"
+	clusterEnv = "PAGPOLAR_TEST_REDIS_CLUSTER" // host:port,host:port,... (.ci/run starts one)
 )
 
 var storeKinds = []string{"sqlite", "postgres", "redis"}
@@ -98,8 +99,10 @@ func testStoreURL(t *testing.T, kind string) string {
 				return
 			}
 			defer db.Close()
-			if _, err := db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
-				t.Errorf("cleanup: dropping %s: %v", table, err)
+			for _, tb := range []string{table, table + "_meta"} {
+				if _, err := db.Exec("DROP TABLE IF EXISTS " + tb); err != nil {
+					t.Errorf("cleanup: dropping %s: %v", tb, err)
+				}
 			}
 		})
 		return withParam(t, dsn, "table", table)
@@ -110,7 +113,16 @@ func testStoreURL(t *testing.T, kind string) string {
 		}
 		prefix := "pp-cmd-" + randomName(t)
 		t.Cleanup(func() { deleteRedisPrefix(t, raw, prefix) })
-		return withParam(t, raw, "prefix", prefix)
+		// The shared test Redis keeps nothing on disk: opt out by name.
+		return withParam(t, withParam(t, raw, "prefix", prefix), "volatile", "1")
+	case "redis-cluster":
+		nodes := os.Getenv(clusterEnv)
+		if nodes == "" {
+			t.Skipf("%s is not set: skipping the Redis Cluster variant (e.g. %s=127.0.0.1:7000,127.0.0.1:7001,...; .ci/run starts one)", clusterEnv, clusterEnv)
+		}
+		prefix := "pp-cmd-" + randomName(t)
+		t.Cleanup(func() { deleteClusterPrefix(t, strings.Split(nodes, ","), prefix) })
+		return "redis+cluster://" + nodes + "/?prefix=" + prefix // the CI Cluster keeps an AOF: no opt-out
 	}
 	t.Fatalf("unknown store kind %q", kind)
 	return ""
@@ -155,6 +167,27 @@ func deleteRedisPrefix(t testing.TB, raw, prefix string) {
 		if cursor = next; cursor == 0 {
 			return
 		}
+	}
+}
+
+// deleteClusterPrefix deletes the keys under prefix on every master of a
+// Cluster, one key at a time (keys of several slots cannot share a DEL).
+func deleteClusterPrefix(t testing.TB, nodes []string, prefix string) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, DialerRetries: 1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		iter := n.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := n.Unlink(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Errorf("cleanup: %s on the Cluster: %v", prefix, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -192,7 +193,7 @@ func (s *Store) execBatch(ctx context.Context, calls []*call) {
 		durable = durable || c.durable
 	}
 	if !durable {
-		s.pipeline(ctx, s.client.Pipelined, live, false)
+		_ = s.pipeline(ctx, s.client.Pipelined, live, false)
 		return
 	}
 	groups := map[*redis.Client][]*call{}
@@ -210,7 +211,7 @@ func (s *Store) execBatch(ctx context.Context, calls []*call) {
 		groups[node] = append(groups[node], c)
 	}
 	if len(order) == 1 {
-		s.pipeline(ctx, order[0].Pipelined, groups[order[0]], true)
+		s.durablePipeline(ctx, order[0], groups[order[0]])
 		return
 	}
 	var wg sync.WaitGroup
@@ -218,18 +219,60 @@ func (s *Store) execBatch(ctx context.Context, calls []*call) {
 		wg.Add(1)
 		go func(node *redis.Client, calls []*call) {
 			defer wg.Done()
-			s.pipeline(ctx, node.Pipelined, calls, true)
+			s.durablePipeline(ctx, node, calls)
 		}(node, groups[node])
 	}
 	wg.Wait()
+}
+
+// durablePipeline sends calls to node followed by the wait, unless the
+// wait gate says node cannot confirm them: then they fail at once, not
+// sent (wait.go).
+func (s *Store) durablePipeline(ctx context.Context, node *redis.Client, calls []*call) {
+	if err := s.admit(ctx, node); err != nil {
+		if !errors.Is(err, ErrNotDurable) {
+			// The master did not answer: it may have failed over. A node
+			// client does not learn that by itself; the cluster client
+			// does on its next use of the slot map.
+			s.reloadSlots(ctx)
+		}
+		for _, c := range calls {
+			c.err = err
+			close(c.done)
+		}
+		return
+	}
+	if waitErr := s.pipeline(ctx, node.Pipelined, calls, true); waitErr != nil {
+		s.fellShort(node, waitErr)
+		s.reloadSlots(ctx)
+	}
+}
+
+// noAnswer is told of every call that failed: when the server did not
+// answer (a network error, not a refused command), a cluster client reads
+// the slot map again, since the master may have failed over; go-redis
+// would otherwise go on dialing the dead master until its slot map goes
+// stale (10 s).
+func (s *Store) noAnswer(ctx context.Context, err error) {
+	var rerr redis.Error
+	if err != nil && (!errors.As(err, &rerr) || isTransient(rerr)) {
+		s.reloadSlots(ctx)
+	}
+}
+
+// reloadSlots makes a cluster client read the slot map again (lazily).
+func (s *Store) reloadSlots(ctx context.Context) {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
+	}
 }
 
 type pipelinedFunc func(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 
 // pipeline runs calls with EVALSHA in one pipeline (plus the wait), then
 // the ones Redis did not know the script for with EVAL, and delivers every
-// result.
-func (s *Store) pipeline(ctx context.Context, pipelined pipelinedFunc, calls []*call, wait bool) {
+// result. It returns the wait's error, if any.
+func (s *Store) pipeline(ctx context.Context, pipelined pipelinedFunc, calls []*call, wait bool) error {
 	run := func(calls []*call, full bool) (cmds []*redis.Cmd, waitErr error) {
 		cmds = make([]*redis.Cmd, len(calls))
 		var w *redis.Cmd
@@ -284,10 +327,14 @@ func (s *Store) pipeline(ctx context.Context, pipelined pipelinedFunc, calls []*
 		deliver(c, cmds[i], waitErr)
 	}
 	if len(again) == 0 {
-		return
+		return waitErr
 	}
-	cmds, waitErr = run(again, true)
+	cmds, waitErr2 := run(again, true)
 	for i, c := range again {
-		deliver(c, cmds[i], waitErr)
+		deliver(c, cmds[i], waitErr2)
 	}
+	if waitErr == nil {
+		waitErr = waitErr2
+	}
+	return waitErr
 }

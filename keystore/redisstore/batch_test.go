@@ -161,11 +161,9 @@ func TestConcurrentCallsShareAPipeline(t *testing.T) {
 func TestQueuedCallWithEndedContextIsNotSent(t *testing.T) {
 	s, c := newTestStore(t)
 	createCall := func(ctx context.Context, id string) *call {
-		return &call{
-			ctx: ctx, sc: createScript, keys: s.scriptKeys(id), done: make(chan struct{}),
-			args: []any{"n-" + id, id, "k", "pix", "fp", "pending", 0, "", "", "", "", "", "", "w",
-				time.Minute.Microseconds(), s.cfg.retention.Milliseconds()},
-		}
+		keys, _, args := s.createCall("n-"+id, keystore.Record{OperationID: id, Key: "k", Kind: "pix", Fingerprint: "fp", State: keystore.StatePending},
+			"w", time.Minute, s.parts[s.shardOf(id)].view())
+		return &call{ctx: ctx, sc: createScript, keys: keys, done: make(chan struct{}), args: args}
 	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()

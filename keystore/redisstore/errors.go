@@ -16,6 +16,12 @@ import (
 // send nothing.
 var ErrNotDurable = errors.New("redisstore: write not confirmed durable")
 
+// ErrVolatile is wrapped by New's error on a Redis that keeps no
+// append-only file (or will not say whether it does): a restart would
+// forget the idempotency records it acknowledged (SAFETY rule 13).
+// AllowVolatile opts out.
+var ErrVolatile = errors.New("redisstore: Redis keeps no append-only file: a restart forgets the idempotency records it acknowledged")
+
 // isTransient reports server errors that mean "not now" rather than "this
 // call is wrong": the store is unavailable and a later call may succeed.
 func isTransient(rerr redis.Error) bool {

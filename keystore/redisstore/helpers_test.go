@@ -105,7 +105,8 @@ func newTestStore(t testing.TB, opts ...Option) (*Store, *redis.Client) {
 	t.Helper()
 	c := newClient(t)
 	prefix := testPrefix(t, c)
-	all := append([]Option{WithPrefix(prefix), WithLogger(quietLogger())}, opts...)
+	// The shared Redis keeps nothing on disk: opt out by name.
+	all := append([]Option{WithPrefix(prefix), WithLogger(quietLogger()), AllowVolatile()}, opts...)
 	s, err := New(c, all...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -116,9 +117,10 @@ func newTestStore(t testing.TB, opts ...Option) (*Store, *redis.Client) {
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
 
 // startRedis runs a private redis-server (the same binary as the shared
-// one) on a free loopback port and stops it when the test ends. Tests that
-// reconfigure, freeze or kill a server use one: the shared Redis is never
-// reconfigured.
+// one) on a free loopback port, with an append-only file in a temporary
+// directory (args can override it), and stops it when the test ends. Tests
+// that reconfigure, freeze, flush or kill a server use one: the shared
+// Redis is never reconfigured.
 func startRedis(t *testing.T, args ...string) (*redis.Client, *exec.Cmd) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
@@ -131,7 +133,7 @@ func startRedis(t *testing.T, args ...string) (*redis.Client, *exec.Cmd) {
 	}
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
-	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--dir", t.TempDir()}, args...)...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

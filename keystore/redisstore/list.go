@@ -95,6 +95,7 @@ func (s *Store) List(ctx context.Context, f keystore.Filter) ([]keystore.Record,
 		return err
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return nil, wrapErr("list", f.Prefix, s.timedOut(ctx, cctx, err))
 	}
 	if len(cands) == 0 {
@@ -209,7 +210,7 @@ func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) 
 	var n atomic.Int64
 	err := s.bounded(cctx, func(ctx context.Context) error {
 		for shard := 0; shard < s.cfg.shards && int(n.Load()) < limit; shard++ {
-			keys := []string{s.indexKey(shard, keystore.StateSucceeded), s.indexKey(shard, keystore.StateFailed)}
+			keys := []string{s.indexKey(shard, keystore.StateSucceeded), s.indexKey(shard, keystore.StateFailed), s.markKey(shard)}
 			m, err := deleteScript.Run(ctx, s.client, keys, cutoff, limit-int(n.Load()), s.recordPrefix(shard)).Int()
 			if err != nil {
 				return err
@@ -219,6 +220,7 @@ func (s *Store) DeleteExpired(ctx context.Context, before time.Time, limit int) 
 		return nil
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return int(n.Load()), wrapErr("delete expired", "", s.timedOut(ctx, cctx, err))
 	}
 	return int(n.Load()), nil

@@ -61,12 +61,17 @@ type config struct {
 	logger      *slog.Logger
 	listPage    int64 // index entries List reads per index and round trip under a prefix filter
 	callTimeout time.Duration
+	// allowVolatile: start on a Redis without an append-only file.
+	allowVolatile bool
+	// waitCooldown: how long durable writes on a master fail fast after a
+	// WAIT on it fell short (wait.go).
+	waitCooldown time.Duration
 }
 
 func defaultConfig() config {
 	return config{
 		prefix: DefaultPrefix, retention: DefaultRetention, shards: DefaultShards,
-		listPage: defaultListPage, callTimeout: DefaultCallTimeout,
+		listPage: defaultListPage, callTimeout: DefaultCallTimeout, waitCooldown: defaultWaitCooldown,
 	}
 }
 
@@ -139,9 +144,15 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 // WithWait makes every Create, Update and Acquire wait (WAIT) until
 // replicas replicas have acknowledged the write, for at most timeout, before
 // returning. Fewer acknowledgements → an error wrapping ErrNotDurable and
-// keystore.ErrUnavailable (see the package documentation). timeout must be
-// shorter than the client's ReadTimeout and the call timeout
-// (WithCallTimeout).
+// keystore.ErrUnavailable (see the package documentation). A write
+// acknowledged by replicas replicas survives a failover that promotes one of
+// them. A master with fewer replicas attached (ROLE), or whose last WAIT fell
+// short less than a second ago, gets no durable write at all: those fail at
+// once, not sent, instead of each waiting out timeout — so after a failover
+// the promoted master's shards take writes again only once a replica has
+// attached to it (see "WithWait and failover" in the package
+// documentation). timeout must be shorter than the client's ReadTimeout and
+// the call timeout (WithCallTimeout).
 func WithWait(replicas int, timeout time.Duration) Option {
 	return func(c *config) {
 		c.durability = durability{mode: durableWait, replicas: replicas, timeout: timeout}
@@ -159,6 +170,15 @@ func WithWaitAOF(local, replicas int, timeout time.Duration) Option {
 		c.durability = durability{mode: durableWaitAOF, local: local, replicas: replicas, timeout: timeout}
 	}
 }
+
+// AllowVolatile opts out, by name, of New's refusal of a Redis that keeps
+// no append-only file (appendonly no, or settings New cannot read): for a
+// development or test Redis whose loss of records is acceptable. New logs a
+// warning instead. A restart of such a Redis forgets every record; the
+// Store then refuses Create until the loss is accepted (see Amnesia), and a
+// process started after the restart cannot tell the emptied Redis from a
+// new one. keystore/storeurl: ?volatile=1.
+func AllowVolatile() Option { return func(c *config) { c.allowVolatile = true } }
 
 // WithLogger sets where start-up warnings go (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

@@ -26,6 +26,9 @@ func encodeTime(t time.Time) string {
 	return strconv.FormatInt(t.UnixNano(), 10)
 }
 
+// encodeMicros formats t as the Unix µs the scripts store (ca, ua, le).
+func encodeMicros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
+
 // decodeRecord builds a Record from a hash. It fails on a hash this package
 // did not write, rather than returning a record with silently zeroed fields.
 func decodeRecord(h map[string]string) (keystore.Record, error) {

@@ -145,7 +145,7 @@ func proxiedStore(t *testing.T, tune func(*redis.Options), opts ...Option) (*Sto
 		tune(opt)
 	}
 	c := dial(t, opt)
-	s, err := New(c, append([]Option{WithPrefix(testPrefix(t, admin)), WithLogger(quietLogger())}, opts...)...)
+	s, err := New(c, append([]Option{WithPrefix(testPrefix(t, admin)), WithLogger(quietLogger()), AllowVolatile()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestKilledConnectionsRecover(t *testing.T) {
 	name := "pagpolartest-" + randomHex(t, 6)
 	opt.ClientName = name
 	c := dial(t, opt)
-	s, err := New(c, WithPrefix(testPrefix(t, admin)), WithLogger(quietLogger()))
+	s, err := New(c, WithPrefix(testPrefix(t, admin)), WithLogger(quietLogger()), AllowVolatile())
 	if err != nil {
 		t.Fatal(err)
 	}

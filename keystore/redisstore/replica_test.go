@@ -109,6 +109,16 @@ func TestWaitWithReplica(t *testing.T) {
 	if n := master.Exists(ctx, s.recordKey("frozen")).Val(); n != 1 {
 		t.Fatal("the master did not apply the unconfirmed Create")
 	}
+	// After the shortfall, durable writes on that master fail at once, not
+	// sent, for the cool-down, instead of each waiting out the WAIT timeout.
+	start := time.Now()
+	_, err = short.Create(ctx, keystore.Record{OperationID: "during-cooldown"}, "w", time.Minute)
+	if !errors.Is(err, ErrNotDurable) || !strings.Contains(err.Error(), "not sent") || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("Create right after a shortfall: %v after %v; want ErrNotDurable, not sent, at once", err, time.Since(start))
+	}
+	if n := master.Exists(ctx, short.recordKey("during-cooldown")).Val(); n != 0 {
+		t.Fatal("a write refused by the cool-down reached the master")
+	}
 	if err := replicaProc.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

@@ -31,10 +31,67 @@ local function reply(status)
 end
 `
 
-// createScript: ARGV = nonce, op, key, kind, fp, state, attempts, first
-// sent, last sent, result ref, result, error, meta, owner, ttl µs, retention
-// ms.
-var createScript = redis.NewScript(scriptPrelude + `
+// amnesiaPrelude is the loss check of Create and of the sweep. A shard's
+// marker (hash <tag>mark) holds:
+//
+//	ep    epoch: names one life of the shard's data
+//	st    ok | lost
+//	why   lat   reason and time (µs) of the detected loss
+//	aat   note  time (µs) and note of the last accepted loss
+//	sh    the shard count of the prefix
+//	rb    DeleteExpired's latest cut-off (µs): records created before it
+//	      may have been removed on purpose
+//	ia    when the marker was written (µs)
+//
+// check(mark, last, epoch, lastca, verified, newep, retention ms, shards,
+// now) returns a reason when the shard lost what it acknowledged (marking
+// it lost, re-creating a vanished marker in the lost state under newep),
+// or nil, and the marker's epoch. epoch is the one the caller found ("":
+// not known yet); verified (µs) when it last confirmed it; lastca the
+// creation time of the last record the caller created in the shard and was
+// told was durable, whose key is last ("": none).
+const amnesiaPrelude = `
+local function lose(mark, why, newep, shards, now)
+  if redis.call('HEXISTS', mark, 'ep') == 0 then
+    redis.call('HSET', mark, 'ep', newep, 'sh', shards, 'ia', fmt(now))
+  end
+  redis.call('HSET', mark, 'st', 'lost', 'why', why, 'lat', fmt(now))
+  return why
+end
+local function check(mark, last, epoch, lastca, verified, newep, retention_ms, shards, now)
+  local m = redis.call('HMGET', mark, 'ep', 'st', 'why', 'aat', 'rb')
+  if not m[1] then
+    return lose(mark, 'its marker is gone, so it lost every record it held (a Redis restarted without persistence, a failover to an empty replica, FLUSHALL)', newep, shards, now), newep
+  end
+  if m[2] == 'lost' then return (m[3] or 'it was marked lost'), m[1] end
+  if epoch ~= '' and m[1] ~= epoch then
+    if tonumber(m[4] or '0') > tonumber(verified) then
+      -- An operator accepted a loss since the caller last looked: adopt.
+      return nil, m[1]
+    end
+    return lose(mark, 'its marker names epoch ' .. m[1] .. ' where this process found ' .. epoch .. ', so it was emptied and initialised again', newep, shards, now), m[1]
+  end
+  if lastca ~= '' and redis.call('HGET', last, 'ca') ~= lastca then
+    local ca = tonumber(lastca)
+    -- Gone on purpose only if DeleteExpired's cut-off or the retention
+    -- TTL could have reached it.
+    if ca >= tonumber(m[5] or '0') and ca + tonumber(retention_ms) * 1000 > now then
+      return lose(mark, 'a record created by this process at ' .. lastca .. ' (µs, Redis clock) and acknowledged as durable is gone, so it lost acknowledged writes (a failover to a replica that had not received them, an append-only file that lost its last second)', newep, shards, now), m[1]
+    end
+  end
+  return nil, m[1]
+end
+`
+
+// createScript: KEYS = the record, the five indexes, the shard's marker,
+// the last record this process created in the shard (the record again if
+// none). ARGV = nonce, op, key, kind, fp, state, attempts, first sent, last
+// sent, result ref, result, error, meta, owner, ttl µs, retention ms, then
+// the loss check's epoch, lastca, verified, newep and shards (see
+// amnesiaPrelude). A Create that finds no record checks the shard for a
+// loss before inserting: {'amnesia', 'why', …, 'lat', …} when it lost what
+// it acknowledged, nothing written.
+var createScript = redis.NewScript(scriptPrelude + amnesiaPrelude + `
 if redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('HGET', KEYS[1], 'cw') == ARGV[1] then
     -- Our own Create, resent by the client after a lost reply. The HSET is
@@ -45,6 +102,10 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return reply('exists')
 end
 local now = now_us()
+local why, ep = check(KEYS[7], KEYS[8], ARGV[17], ARGV[18], ARGV[19], ARGV[20], ARGV[16], ARGV[21], now)
+if why then
+  return {'amnesia', 'why', why, 'lat', redis.call('HGET', KEYS[7], 'lat') or fmt(now)}
+end
 -- Entries left by an earlier record of the same ID that Redis expired:
 -- only terminal records expire, so only terminal indexes can hold one.
 redis.call('ZREM', KEYS[4], ARGV[2])
@@ -58,12 +119,11 @@ redis.call('HSET', KEYS[1],
 redis.call('ZADD', KEYS[IX[ARGV[6]]], fmt(now), ARGV[2])
 if terminal(ARGV[6]) then redis.call('PEXPIRE', KEYS[1], ARGV[16]) end
 -- The caller knows every other field: send back only what the script chose.
-return {'created', 'ca', fmt(now), 'ua', fmt(now), 'le', fmt(now + tonumber(ARGV[15]))}
+return {'created', 'ca', fmt(now), 'ua', fmt(now), 'le', fmt(now + tonumber(ARGV[15])), '_ep', ep}
 `)
 
 // updateScript: ARGV = nonce, version, lease token, state, attempts, first
-// sent, last sent, result ref, result, error, meta, fp, retention ms, record
-// key prefix of the shard.
+// sent, last sent, result ref, result, error, meta, fp, retention ms.
 var updateScript = redis.NewScript(scriptPrelude + `
 local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op', 'uw', 'key', 'kind', 'ca')
 if not h[6] then return {'notfound'} end
@@ -86,12 +146,16 @@ local updated = {'updated', 'op', op, 'key', h[8], 'kind', h[9], 'lo', h[3], 'lt
   'le', h[5], 'ca', h[10], 'ua', fmt(now), 'ver', fmt(tonumber(h[2]) + 1)}
 if terminal(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[13])
-  -- Records expire in index order: drop the entries of the oldest ones
-  -- Redis has removed, so the index does not outgrow the data when nobody
-  -- runs DeleteExpired.
+  -- A terminal record expires its retention after its last update, which
+  -- is its index score (both by this server's clock): drop (two at a time)
+  -- the entries older than that, so the index does not outgrow the data
+  -- when nobody runs DeleteExpired. Decided by score alone: a record key is
+  -- not looked at, since one the script does not name may be on another
+  -- node while its slot migrates.
   local ix = KEYS[IX[ARGV[4]]]
-  for _, id in ipairs(redis.call('ZRANGE', ix, 0, 1)) do
-    if redis.call('EXISTS', ARGV[14] .. id) == 0 then redis.call('ZREM', ix, id) end
+  local dead = now - tonumber(ARGV[13]) * 1000
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ix, '-inf', '(' .. fmt(dead), 'LIMIT', 0, 2)) do
+    redis.call('ZREM', ix, id)
   end
 end
 -- The caller knows the fields it wrote: send back the others.
@@ -131,9 +195,11 @@ return {'ok'}
 `)
 
 // deleteScript removes terminal records of one shard. KEYS = the succeeded
-// and failed indexes; ARGV = cut-off µs (exclusive), limit, record key
-// prefix. Returns how many records (or index entries of records Redis had
-// already expired) it removed.
+// and failed indexes, the shard's marker; ARGV = cut-off µs (exclusive),
+// limit, record key prefix. Returns how many records (or index entries of
+// records Redis had already expired) it removed. The marker keeps the
+// latest cut-off that removed something (rb), so that a removed record is
+// not taken for a lost one.
 var deleteScript = redis.NewScript(`
 local cutoff = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -145,6 +211,9 @@ for i = 1, 2 do
     local rk = ARGV[3] .. id
     local h = redis.call('HMGET', rk, 'st', 'ua')
     if not h[1] then
+      -- Expired by its retention TTL (or, while the slot migrates, moved
+      -- to another node: then it is terminal and past the cut-off, and
+      -- its TTL removes it).
       redis.call('ZREM', KEYS[i], id)
       n = n + 1
     elseif (h[1] == 'succeeded' or h[1] == 'failed') and tonumber(h[2]) < cutoff then
@@ -157,5 +226,54 @@ for i = 1, 2 do
     end
   end
 end
+if n > 0 and tonumber(redis.call('HGET', KEYS[3], 'rb') or '0') < cutoff then
+  redis.call('HSET', KEYS[3], 'rb', ARGV[1])
+end
 return n
+`)
+
+// markScript reads a shard's marker, writing it first when it is missing
+// and ARGV[1] says so. KEYS = the marker; ARGV = mode ('read', 'init' or
+// 'lost'), epoch, shards, reason (for 'lost'). Returns {now µs, field,
+// value, ...}.
+var markScript = redis.NewScript(scriptPrelude + `
+local now = now_us()
+if redis.call('HEXISTS', KEYS[1], 'ep') == 0 then
+  if ARGV[1] == 'init' then
+    redis.call('HSET', KEYS[1], 'ep', ARGV[2], 'st', 'ok', 'sh', ARGV[3], 'ia', fmt(now))
+  elseif ARGV[1] == 'lost' then
+    redis.call('HSET', KEYS[1], 'ep', ARGV[2], 'st', 'lost', 'sh', ARGV[3], 'ia', fmt(now), 'why', ARGV[4], 'lat', fmt(now))
+  end
+end
+local r = redis.call('HGETALL', KEYS[1])
+table.insert(r, 1, fmt(now))
+return r
+`)
+
+// sweepScript runs the loss check on one shard without creating anything
+// (Amnesia, and every shard after one Create found a loss). KEYS = the
+// marker, the last record the caller created there (the marker if none);
+// ARGV = epoch, lastca, verified, newep, retention ms, shards (as check
+// takes them). Returns {now µs, field, value, ...} of the marker.
+var sweepScript = redis.NewScript(scriptPrelude + amnesiaPrelude + `
+local now = now_us()
+check(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], now)
+local r = redis.call('HGETALL', KEYS[1])
+table.insert(r, 1, fmt(now))
+return r
+`)
+
+// acceptScript ends a detected loss in one shard: a new epoch, state ok,
+// the acceptance's time and note. KEYS = the marker; ARGV = new epoch,
+// note. A shard that is not lost is left alone. Returns {now µs, field,
+// value, ...} of the marker.
+var acceptScript = redis.NewScript(scriptPrelude + `
+local now = now_us()
+if redis.call('HGET', KEYS[1], 'st') == 'lost' then
+  redis.call('HSET', KEYS[1], 'ep', ARGV[1], 'st', 'ok', 'aat', fmt(now), 'note', ARGV[2])
+  redis.call('HDEL', KEYS[1], 'why', 'lat')
+end
+local r = redis.call('HGETALL', KEYS[1])
+table.insert(r, 1, fmt(now))
+return r
 `)

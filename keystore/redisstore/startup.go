@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,24 +43,76 @@ func (s *Store) checkDurableClient() error {
 // hides it).
 var errNoParam = errors.New("parameter not returned")
 
-// checkPersistence logs what Redis keeps on disk, per master. It fails
-// only when Redis cannot be reached (an error wrapping
-// keystore.ErrUnavailable); a refused CONFIG is logged and skipped.
+// checkPersistence refuses a Redis whose reachable masters do not all keep
+// an append-only file (or will not say), unless AllowVolatile was given;
+// it logs what else is risky. Masters it cannot reach are skipped (a
+// Cluster with a master down still starts); it fails, wrapping
+// keystore.ErrUnavailable, only when no master answers.
 func (s *Store) checkPersistence(ctx context.Context) error {
+	var mu sync.Mutex // ForEachMaster runs its function on every master at once
+	var volatile, down []string
+	reached := 0
+	check := func(ctx context.Context, c redis.Cmdable, addr string) {
+		err := s.checkNode(ctx, c, addr)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			reached++
+		case errors.Is(err, keystore.ErrUnavailable):
+			down = append(down, err.Error())
+		default:
+			reached++
+			volatile = append(volatile, err.Error())
+		}
+	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			return s.checkNode(ctx, n, n.Options().Addr)
-		})
+		if err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			check(ctx, n, n.Options().Addr)
+			return nil
+		}); err != nil {
+			return wrapErr("start: listing the Cluster's masters", "", err)
+		}
 	case *redis.Client:
-		return s.checkNode(ctx, c, c.Options().Addr)
+		check(ctx, c, c.Options().Addr)
 	default:
-		return s.checkNode(ctx, s.client, fmt.Sprintf("%T", s.client))
+		check(ctx, s.client, fmt.Sprintf("%T", s.client))
 	}
+	if reached == 0 {
+		return fmt.Errorf("redisstore: start: %w: no master answered: %s", keystore.ErrUnavailable, strings.Join(down, "; "))
+	}
+	for _, d := range down {
+		s.cfg.logger.WarnContext(ctx, "redisstore: a master did not answer at start-up; its persistence settings were not checked", slog.String("error", d))
+	}
+	if len(volatile) == 0 {
+		return nil
+	}
+	sort.Strings(volatile)
+	reason := strings.Join(volatile, "; ")
+	if s.cfg.allowVolatile {
+		s.cfg.logger.WarnContext(ctx, "redisstore: AllowVolatile: running on a Redis that may keep nothing on disk; a restart forgets the idempotency records and Create then refuses until the loss is accepted (see Amnesia)",
+			slog.String("reason", reason))
+		return nil
+	}
+	return fmt.Errorf("%w: %s; set appendonly yes (appendfsync always, or everysec), or pass redisstore.AllowVolatile() (storeurl: ?volatile=1) if losing acknowledged records is acceptable", ErrVolatile, reason)
 }
 
+// checkNode returns an error unless c reports an append-only file: one
+// wrapping keystore.ErrUnavailable when c does not answer, another when it
+// keeps no AOF or will not say. It logs the other risky settings.
 func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) error {
 	log := s.cfg.logger.With(slog.String("redis", addr))
+	aof, known, err := appendOnly(ctx, c)
+	if err != nil {
+		return wrapErr("start: reading persistence settings of", addr, err)
+	}
+	if !known {
+		return fmt.Errorf("%s: cannot tell whether it keeps an append-only file (CONFIG GET and INFO persistence both refused)", addr)
+	}
+	if !aof {
+		return fmt.Errorf("%s: appendonly no", addr)
+	}
 	get := func(name string) (string, error) {
 		m, err := c.ConfigGet(ctx, name).Result()
 		if err != nil {
@@ -71,22 +124,6 @@ func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) err
 		}
 		return v, nil
 	}
-	var aof, save, fsync string
-	var err error
-	if aof, err = get("appendonly"); err == nil {
-		if save, err = get("save"); err == nil {
-			fsync, err = get("appendfsync")
-		}
-	}
-	if err != nil {
-		if werr := wrapErr("start: CONFIG GET", addr, err); !errors.Is(err, errNoParam) && errors.Is(werr, keystore.ErrUnavailable) {
-			return werr // unreachable, or not ready: the next checks would fail too
-		}
-		// Managed Redis services block CONFIG: the settings are unknown,
-		// which is no reason to refuse to start.
-		log.DebugContext(ctx, "redisstore: cannot read Redis persistence settings; durability unknown", slog.Any("error", err))
-		return nil
-	}
 	// An eviction policy over all keys lets Redis drop a pending record
 	// under memory pressure; the operation could then be created (and
 	// charged) again. volatile-* policies only evict keys with a TTL, which
@@ -95,42 +132,54 @@ func (s *Store) checkNode(ctx context.Context, c redis.Cmdable, addr string) err
 		log.WarnContext(ctx, "redisstore: maxmemory-policy "+policy+" can evict unfinished idempotency records, after which an operation may be charged twice; use noeviction or a volatile-* policy",
 			slog.String("maxmemory-policy", policy))
 	}
+	fsync, ferr := get("appendfsync")
 	switch {
-	case aof != "yes" && strings.TrimSpace(save) == "":
-		log.WarnContext(ctx, "redisstore: Redis keeps nothing on disk (appendonly no, save \"\"): a restart forgets every idempotency record, and an operation may then be charged twice; set appendonly yes",
-			slog.String("appendonly", aof), slog.String("save", save))
-	case aof != "yes":
-		log.WarnContext(ctx, "redisstore: Redis keeps only RDB snapshots (appendonly no): a restart loses the records written since the last snapshot; set appendonly yes",
-			slog.String("appendonly", aof), slog.String("save", save))
+	case ferr != nil:
+		log.DebugContext(ctx, "redisstore: cannot read appendfsync", slog.Any("error", ferr))
 	case fsync == "no":
 		log.WarnContext(ctx, "redisstore: appendfsync no: the OS decides when the AOF reaches disk, so a power loss can lose many seconds of records; use everysec or always",
 			slog.String("appendfsync", fsync))
 	case fsync == "everysec":
-		log.InfoContext(ctx, "redisstore: appendfsync everysec: a power loss can lose about the last second of acknowledged records; use WithWaitAOF or appendfsync always where that matters",
+		// The usual setting, documented in the package: not worth a line on
+		// every start of every process.
+		log.DebugContext(ctx, "redisstore: appendfsync everysec: a power loss can lose about the last second of acknowledged records; use WithWaitAOF or appendfsync always where that matters",
 			slog.String("appendfsync", fsync))
 	default:
-		log.DebugContext(ctx, "redisstore: Redis persistence", slog.String("appendonly", aof), slog.String("appendfsync", fsync))
+		log.DebugContext(ctx, "redisstore: Redis persistence", slog.String("appendfsync", fsync))
 	}
 	return nil
 }
 
-// checkLayout records the shard count under the prefix, or checks it
-// against the one recorded: with another count, existing records would be
-// looked up in the wrong shard and could be created a second time.
-func (s *Store) checkLayout(ctx context.Context) error {
-	key := s.metaKey()
-	want := strconv.Itoa(s.cfg.shards)
-	if err := s.client.HSetNX(ctx, key, "shards", want).Err(); err != nil {
-		return wrapErr("start", key, err)
+// appendOnly asks CONFIG GET appendonly, then INFO persistence (which
+// managed services that block CONFIG usually allow). known is false when
+// both were refused; err is set only when c did not answer at all.
+func appendOnly(ctx context.Context, c redis.Cmdable) (aof, known bool, err error) {
+	m, cerr := c.ConfigGet(ctx, "appendonly").Result()
+	if v, ok := m["appendonly"]; cerr == nil && ok {
+		return v == "yes", true, nil
 	}
-	got, err := s.client.HGet(ctx, key, "shards").Result()
-	if err != nil {
-		return wrapErr("start", key, err)
+	if cerr != nil && !isServerReply(cerr) {
+		return false, false, cerr
 	}
-	if got != want {
-		return fmt.Errorf("redisstore: prefix %q holds records written with %s shards, not %s: use WithShards(%s)", s.cfg.prefix, got, want, got)
+	info, ierr := c.Info(ctx, "persistence").Result()
+	if ierr != nil && !isServerReply(ierr) {
+		return false, false, ierr
 	}
-	return nil
+	if ierr == nil {
+		for line := range strings.SplitSeq(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "aof_enabled:"); ok {
+				return v == "1", true, nil
+			}
+		}
+	}
+	return false, false, nil
+}
+
+// isServerReply reports an error the server answered (a refused command),
+// as opposed to one that means it did not answer.
+func isServerReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && !isTransient(rerr)
 }
 
 // probeWaitAOF fails New early when the server cannot do WAITAOF as asked
@@ -149,7 +198,13 @@ func (s *Store) probeWaitAOF(ctx context.Context) error {
 	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, probe)
+		// A master that does not answer is skipped, as by checkPersistence.
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			if err := probe(ctx, n); err != nil && !errors.Is(err, keystore.ErrUnavailable) {
+				return err
+			}
+			return nil
+		})
 	case *redis.Client:
 		return probe(ctx, c)
 	}

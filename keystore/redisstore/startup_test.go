@@ -48,29 +48,32 @@ func configValue(t *testing.T, c *redis.Client, name string) string {
 	return m[name]
 }
 
-// TestStartupWarnsWhenRedisKeepsNothing: this machine's Redis runs with
-// --save "" --appendonly no, and New must say so.
-func TestStartupWarnsWhenRedisKeepsNothing(t *testing.T) {
+// TestStartupRefusesVolatileRedis: this machine's shared Redis runs with
+// --save "" --appendonly no; New refuses it unless AllowVolatile is given,
+// and then warns.
+func TestStartupRefusesVolatileRedis(t *testing.T) {
 	c := newClient(t)
-	var logs logBuffer
-	if _, err := New(c, WithPrefix(testPrefix(t, c)), WithLogger(logs.logger())); err != nil {
-		t.Fatalf("New: %v", err)
+	if aof := configValue(t, c, "appendonly"); aof == "yes" {
+		t.Skipf("the test Redis keeps an append-only file (appendonly %s): nothing to refuse", aof)
 	}
-	aof, save := configValue(t, c, "appendonly"), configValue(t, c, "save")
-	out := logs.String()
-	switch {
-	case aof != "yes" && strings.TrimSpace(save) == "":
-		if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "keeps nothing on disk") {
-			t.Fatalf("Redis has appendonly %q save %q, but New logged no warning:\n%s", aof, save, out)
-		}
-	case aof != "yes":
-		if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "only RDB snapshots") {
-			t.Fatalf("Redis has appendonly %q save %q, but New logged no warning:\n%s", aof, save, out)
-		}
-	default:
-		if strings.Contains(out, "keeps nothing") || strings.Contains(out, "only RDB") {
-			t.Fatalf("Redis has AOF on, but New warned:\n%s", out)
-		}
+	_, err := New(c, WithPrefix(testPrefix(t, c)), WithLogger(quietLogger()))
+	if !errors.Is(err, ErrVolatile) || errors.Is(err, keystore.ErrUnavailable) {
+		t.Fatalf("New on a Redis without AOF: %v; want ErrVolatile (and not ErrUnavailable: retrying will not help)", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "appendonly no") || !strings.Contains(msg, "AllowVolatile") {
+		t.Fatalf("New's error %q does not say what is wrong and how to opt out", msg)
+	}
+	var logs logBuffer
+	if _, err := New(c, WithPrefix(testPrefix(t, c)), WithLogger(logs.logger()), AllowVolatile()); err != nil {
+		t.Fatalf("New with AllowVolatile: %v", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "AllowVolatile") {
+		t.Fatalf("New with AllowVolatile logged no warning:\n%s", out)
+	}
+	// A private Redis with an AOF needs no opt-out.
+	private, _ := startRedis(t)
+	if _, err := New(private, WithLogger(quietLogger())); err != nil {
+		t.Fatalf("New on a Redis with an AOF: %v", err)
 	}
 }
 
@@ -80,10 +83,18 @@ func TestStartupWarnsWhenRedisKeepsNothing(t *testing.T) {
 // the server's configuration, which tests never do on the shared one.
 func restrictedUser(t *testing.T, admin *redis.Client, keyPattern string) *redis.Options {
 	t.Helper()
+	return restrictedUserWithout(t, admin, keyPattern, "-config")
+}
+
+// restrictedUserWithout is restrictedUser denying the given ACL command
+// rules ("-config", "-info") instead of CONFIG alone.
+func restrictedUserWithout(t *testing.T, admin *redis.Client, keyPattern string, deny ...string) *redis.Options {
+	t.Helper()
 	ctx := context.Background()
 	name := "pagpolartest-" + randomHex(t, 6)
 	pass := randomHex(t, 16)
-	if err := admin.Do(ctx, "ACL", "SETUSER", name, "reset", "on", ">"+pass, "~"+keyPattern, "+@all", "-config").Err(); err != nil {
+	rules := append([]any{"ACL", "SETUSER", name, "reset", "on", ">" + pass, "~" + keyPattern, "+@all"}, anys(deny)...)
+	if err := admin.Do(ctx, rules...).Err(); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
 	t.Cleanup(func() {
@@ -97,8 +108,9 @@ func restrictedUser(t *testing.T, admin *redis.Client, keyPattern string) *redis
 	return opt
 }
 
-// TestStartupWithConfigBlocked: where CONFIG is denied, New starts anyway and
-// says at debug level that persistence is unknown.
+// TestStartupWithConfigBlocked: where CONFIG is denied (as on managed
+// Redis), New reads INFO persistence instead: an AOF there is enough, and a
+// Redis that hides both is refused unless AllowVolatile is given.
 func TestStartupWithConfigBlocked(t *testing.T) {
 	redisOptions(t) // the same switch as every other test against Redis
 	admin, _ := startRedis(t)
@@ -110,17 +122,22 @@ func TestStartupWithConfigBlocked(t *testing.T) {
 	var logs logBuffer
 	s, err := New(c, WithPrefix(prefix), WithLogger(logs.logger()))
 	if err != nil {
-		t.Fatalf("New with CONFIG blocked: %v", err)
+		t.Fatalf("New with CONFIG blocked on a Redis with an AOF: %v", err)
 	}
-	out := logs.String()
-	if !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "durability unknown") {
-		t.Fatalf("New logged no debug line about unknown persistence:\n%s", out)
-	}
-	if strings.Contains(out, "level=WARN") {
-		t.Fatalf("New warned although it could not see the settings:\n%s", out)
+	if out := logs.String(); strings.Contains(out, "level=WARN") {
+		t.Fatalf("New warned although INFO shows an AOF:\n%s", out)
 	}
 	if _, err := s.Create(context.Background(), keystore.Record{OperationID: "x"}, "w", time.Minute); err != nil {
 		t.Fatalf("Create: %v", err)
+	}
+
+	hidden := dial(t, restrictedUserWithout(t, admin, prefix+":*", "-config", "-info"))
+	_, err = New(hidden, WithPrefix(prefix), WithLogger(quietLogger()))
+	if !errors.Is(err, ErrVolatile) || !strings.Contains(err.Error(), "cannot tell") {
+		t.Fatalf("New with CONFIG and INFO blocked: %v; want ErrVolatile saying it cannot tell", err)
+	}
+	if _, err := New(hidden, WithPrefix(prefix), WithLogger(quietLogger()), AllowVolatile()); err != nil {
+		t.Fatalf("New with CONFIG and INFO blocked and AllowVolatile: %v", err)
 	}
 }
 
@@ -141,6 +158,14 @@ func TestConformanceRestrictedUser(t *testing.T) {
 		}
 		return s
 	})
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 func serverVersion(t *testing.T, c *redis.Client) (major, minor int) {
@@ -179,7 +204,7 @@ func TestWaitAOFNeedsServerSupport(t *testing.T) {
 	c := newClient(t)
 	major, minor := serverVersion(t, c)
 	supported := (major > 7 || major == 7 && minor >= 2) && configValue(t, c, "appendonly") == "yes"
-	s, err := New(c, WithPrefix(testPrefix(t, c)), WithWaitAOF(1, 0, time.Second), WithLogger(quietLogger()))
+	s, err := New(c, WithPrefix(testPrefix(t, c)), WithWaitAOF(1, 0, time.Second), WithLogger(quietLogger()), AllowVolatile())
 	if !supported {
 		if err == nil {
 			t.Fatalf("New with WAITAOF 1 0 succeeded on Redis %d.%d with appendonly %q", major, minor, configValue(t, c, "appendonly"))
@@ -195,49 +220,58 @@ func TestWaitAOFNeedsServerSupport(t *testing.T) {
 	}
 }
 
-// TestWaitNotConfirmed asks for more replicas than the Redis has: every
-// durable write comes back as unavailable and not durable, although the
-// master applied it, and refused writes (ErrExists...) report as usual.
-func TestWaitNotConfirmed(t *testing.T) {
+// TestWaitFailsFastWithoutReplicas asks for more replicas than the Redis
+// has attached: every durable write fails at once, not sent (no WAIT
+// timeout spent), while the lease changes that need no durability work.
+func TestWaitFailsFastWithoutReplicas(t *testing.T) {
 	c := newClient(t)
 	want := connectedReplicas(t, c) + 1
-	s, err := New(c, WithPrefix(testPrefix(t, c)), WithWait(want, 30*time.Millisecond), WithLogger(quietLogger()))
+	const waitTimeout = 2 * time.Second
+	s, err := New(c, WithPrefix(testPrefix(t, c)), WithWait(want, waitTimeout), WithLogger(quietLogger()), AllowVolatile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := New(c, WithPrefix(s.cfg.prefix), WithLogger(quietLogger()), AllowVolatile())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	notDurable := func(op string, err error) {
+	fast := func(op string, fn func() error) {
 		t.Helper()
-		if !errors.Is(err, keystore.ErrUnavailable) || !errors.Is(err, ErrNotDurable) {
-			t.Fatalf("%s: %v, want an error wrapping ErrUnavailable and ErrNotDurable", op, err)
+		start := time.Now()
+		err := fn()
+		if !errors.Is(err, keystore.ErrUnavailable) || !errors.Is(err, ErrNotDurable) || !strings.Contains(err.Error(), "not sent") {
+			t.Fatalf("%s: %v, want an error wrapping ErrUnavailable and ErrNotDurable saying it was not sent", op, err)
+		}
+		if d := time.Since(start); d >= waitTimeout/2 {
+			t.Fatalf("%s took %v: it waited for replicas that are not there (WAIT timeout %v)", op, d, waitTimeout)
 		}
 	}
-	rec, err := s.Create(ctx, keystore.Record{OperationID: "w"}, "owner", time.Minute)
-	notDurable("Create", err)
-	got, gerr := s.Get(ctx, "w")
-	if gerr != nil || got.Version != 1 || rec.Version != 1 {
-		t.Fatalf("after an unconfirmed Create: Get = %+v, %v; want the record the master applied", got, gerr)
+	for i := range 3 {
+		fast(fmt.Sprintf("Create %d", i), func() error {
+			_, err := s.Create(ctx, keystore.Record{OperationID: fmt.Sprintf("w%d", i)}, "owner", time.Minute)
+			return err
+		})
+		if _, err := s.Get(ctx, fmt.Sprintf("w%d", i)); !errors.Is(err, keystore.ErrNotFound) {
+			t.Fatalf("after a Create that was not sent, Get = %v; want ErrNotFound", err)
+		}
 	}
-	_, err = s.Create(ctx, keystore.Record{OperationID: "w"}, "owner", time.Minute)
-	if !errors.Is(err, keystore.ErrExists) || errors.Is(err, ErrNotDurable) {
-		t.Fatalf("second Create: %v, want ErrExists only", err)
+	rec, err := plain.Create(ctx, keystore.Record{OperationID: "p"}, "owner", time.Minute)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rec.Attempts = 1
-	up, err := s.Update(ctx, rec)
-	notDurable("Update", err)
-	if up.Version != 2 {
-		t.Fatalf("unconfirmed Update returned version %d, want 2 (applied)", up.Version)
-	}
-	acq, err := s.Acquire(ctx, "w", "owner", time.Minute)
-	notDurable("Acquire", err)
-	if acq.LeaseToken != 2 {
-		t.Fatalf("unconfirmed Acquire returned token %d, want 2", acq.LeaseToken)
-	}
+	fast("Update", func() error {
+		r := rec
+		r.Attempts = 1
+		_, err := s.Update(ctx, r)
+		return err
+	})
+	fast("Acquire", func() error { _, err := s.Acquire(ctx, "p", "other", time.Minute); return err })
 	// Lease changes that need no durability do not wait.
-	if _, err := s.Renew(ctx, "w", acq.LeaseToken, time.Minute); err != nil {
+	if _, err := s.Renew(ctx, "p", rec.LeaseToken, time.Minute); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	if err := s.Release(ctx, "w", acq.LeaseToken); err != nil {
+	if err := s.Release(ctx, "p", rec.LeaseToken); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 }
@@ -263,7 +297,7 @@ func TestStartupWarnsOnAllKeysEviction(t *testing.T) {
 	shared := newClient(t)
 	if policy := configValue(t, shared, "maxmemory-policy"); !strings.HasPrefix(policy, "allkeys-") {
 		var quiet logBuffer
-		if _, err := New(shared, WithPrefix(testPrefix(t, shared)), WithLogger(quiet.logger())); err != nil {
+		if _, err := New(shared, WithPrefix(testPrefix(t, shared)), WithLogger(quiet.logger()), AllowVolatile()); err != nil {
 			t.Fatalf("New on the shared Redis: %v", err)
 		}
 		if out := quiet.String(); strings.Contains(out, "can evict") {

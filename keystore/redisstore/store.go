@@ -28,16 +28,35 @@ type Store struct {
 	honoursCtx bool
 	// detached counts the goroutines of bounded calls still running.
 	detached atomic.Int64
+	// layout is the key layout of the prefix's data (set by New).
+	layout layout
+	// parts is what this Store knows of each shard's marker (amnesia.go).
+	parts []part
+	// gate fails durable writes fast on a master that cannot confirm them
+	// (wait.go).
+	gate waitGate
 }
 
-var _ keystore.Store = (*Store)(nil)
+var (
+	_ keystore.Store        = (*Store)(nil)
+	_ keystore.AmnesiaGuard = (*Store)(nil)
+)
 
 // New returns a Store on client. It checks, within a fixed 10 s bound since
 // New takes no context (and within the call timeout per check):
-//   - the persistence settings of Redis (CONFIG GET), logging a warning when
-//     Redis keeps nothing on disk and a debug line when CONFIG is blocked;
-//   - that the prefix was not written with another shard count (WithShards);
+//   - that every master it can reach keeps an append-only file (CONFIG GET
+//     appendonly, or INFO persistence where CONFIG is blocked): a Redis that
+//     keeps none, or will not say, is refused with an error wrapping
+//     ErrVolatile unless AllowVolatile is given (SAFETY rule 13);
+//   - each shard's marker (see the package documentation, "Amnesia"):
+//     which key layout the prefix uses, that it was not written with
+//     another shard count (WithShards), and each shard's epoch, writing the
+//     markers of a new prefix;
 //   - for WithWaitAOF, that the server accepts WAITAOF as configured.
+//
+// On a Cluster, New needs only the masters of some of the shards: shards it
+// cannot reach are checked at their first use. A prefix without any marker
+// is initialised only when New reaches every shard.
 //
 // It fails if Redis cannot be reached (an error wrapping
 // keystore.ErrUnavailable), if an option is invalid, or if a durability mode
@@ -50,7 +69,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
-	for _, check := range []func(context.Context) error{s.checkPersistence, s.checkLayout, s.probeWaitAOF} {
+	for _, check := range []func(context.Context) error{s.checkPersistence, s.openParts, s.probeWaitAOF} {
 		cctx, ccancel := s.callCtx(ctx)
 		err := s.bounded(cctx, check)
 		if err != nil && !errors.Is(err, keystore.ErrUnavailable) && cctx.Err() != nil {
@@ -77,8 +96,9 @@ func build(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, cfg: cfg, honoursCtx: honoursContext(client)}
+	s := &Store{client: client, cfg: cfg, honoursCtx: honoursContext(client), layout: layoutTagged, parts: make([]part, cfg.shards)}
 	s.batch = &batcher{exec: s.execBatch, maxBusy: defaultMaxBusy, maxBatch: defaultMaxBatch, detach: !s.honoursCtx}
+	s.gate.nodes = map[string]*gateNode{}
 	if err := s.checkDurableClient(); err != nil {
 		return nil, err
 	}
@@ -100,17 +120,16 @@ func (s *Store) shardOf(id string) int {
 	return int(h.Sum32() % uint32(s.cfg.shards))
 }
 
-// shardTag is the start of every key of a shard; the braces make Cluster
-// hash only the shard number, so a shard is one hash slot.
-func (s *Store) shardTag(shard int) string {
-	return s.cfg.prefix + ":{" + strconv.Itoa(shard) + "}:"
-}
+// shardTag is the start of every key of a shard (see layout).
+func (s *Store) shardTag(shard int) string { return s.layout.tag(s.cfg.prefix, shard) }
 
 func (s *Store) recordPrefix(shard int) string { return s.shardTag(shard) + "op:" }
 
 func (s *Store) indexKey(shard int, st keystore.State) string {
 	return s.shardTag(shard) + "ix:" + string(st)
 }
+
+func (s *Store) markKey(shard int) string { return s.shardTag(shard) + "mark" }
 
 func (s *Store) recordKey(id string) string { return s.recordPrefix(s.shardOf(id)) + id }
 
@@ -125,6 +144,7 @@ func (s *Store) scriptKeys(id string) []string {
 	return keys
 }
 
+// metaKey is where layout 1 recorded its shard count.
 func (s *Store) metaKey() string { return s.cfg.prefix + ":meta" }
 
 // nonce identifies one call, so that a script resent by the client after a
@@ -140,6 +160,9 @@ func nonce() (string, error) {
 type scriptReply struct {
 	status string
 	rec    keystore.Record
+	// info holds what a reply carries besides the record: the shard's
+	// epoch of a "created", the reason and time of an "amnesia".
+	info map[string]string
 }
 
 // parseReply decodes a script's reply. A "created" or "updated" reply holds
@@ -161,6 +184,14 @@ func parseReply(res any, sent map[string]string) (scriptReply, error) {
 	h, err := flatToMap(arr[1:])
 	if err != nil {
 		return r, err
+	}
+	if status == "amnesia" {
+		r.info = h
+		return r, nil
+	}
+	if ep, ok := h["_ep"]; ok {
+		r.info = map[string]string{"ep": ep}
+		delete(h, "_ep")
 	}
 	if status == "created" || status == "updated" {
 		r.status = "ok"
@@ -190,6 +221,7 @@ func (s *Store) eval(ctx context.Context, op, id string, sent map[string]string,
 		done: make(chan struct{}),
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return scriptReply{}, wrapErr(op, id, s.timedOut(ctx, cctx, err))
 	}
 	r, err := parseReply(res, sent)
@@ -251,7 +283,9 @@ func unexpected(op, id, status string) error {
 }
 
 // Create implements keystore.Store. With a durability mode, it returns nil
-// only once WAIT/WAITAOF confirmed the write.
+// only once WAIT/WAITAOF confirmed the write. In a shard that lost what it
+// acknowledged it refuses, writing nothing, with an error wrapping a
+// *keystore.AmnesiaError (see the package documentation, "Amnesia").
 func (s *Store) Create(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
 	id := rec.OperationID
 	if id == "" {
@@ -268,26 +302,52 @@ func (s *Store) Create(ctx context.Context, rec keystore.Record, owner string, t
 	if err != nil {
 		return keystore.Record{}, err
 	}
-	sent := map[string]string{
-		"op": id, "key": rec.Key, "kind": rec.Kind, "fp": rec.Fingerprint, "st": string(st),
-		"ver": "1", "att": strconv.Itoa(rec.Attempts), "fs": encodeTime(rec.FirstSentAt),
-		"ls": encodeTime(rec.LastSentAt), "rr": rec.ResultRef, "res": string(rec.Result),
-		"err": rec.Error, "meta": string(rec.Meta), "lo": owner, "lt": "1",
-	}
-	r, err := s.eval(ctx, "create", id, sent, createScript, true, s.scriptKeys(id),
-		n, id, rec.Key, rec.Kind, rec.Fingerprint, string(st), rec.Attempts,
-		sent["fs"], sent["ls"], rec.ResultRef,
-		rec.Result, rec.Error, rec.Meta, owner, ttl.Microseconds(), s.cfg.retention.Milliseconds())
+	rec.State = st
+	shard := s.shardOf(id)
+	keys, sent, args := s.createCall(n, rec, owner, ttl, s.parts[shard].view())
+	r, err := s.eval(ctx, "create", id, sent, createScript, true, keys, args...)
 	if err != nil {
 		return r.rec, err
 	}
 	switch r.status {
 	case "ok":
+		if ep := r.info["ep"]; ep != "" {
+			s.parts[shard].created(ep, keys[0], encodeMicros(r.rec.CreatedAt))
+		}
 		return r.rec, nil
 	case "exists":
 		return r.rec, fmt.Errorf("redisstore: create %q: %w", id, keystore.ErrExists)
+	case "amnesia":
+		s.afterLoss(ctx)
+		return keystore.Record{}, fmt.Errorf("redisstore: create %q: %w", id, &keystore.AmnesiaError{
+			Part: s.partName(shard), Reason: r.info["why"], DetectedAt: microsTime(r.info["lat"])})
 	}
 	return keystore.Record{}, unexpected("create", id, r.status)
+}
+
+// createCall returns the KEYS, the fields the caller knows and the ARGV of
+// createScript for rec (whose State is set), given what this Store knows
+// of the record's shard.
+func (s *Store) createCall(nonce string, rec keystore.Record, owner string, ttl time.Duration, p partView) ([]string, map[string]string, []any) {
+	id := rec.OperationID
+	shard := s.shardOf(id)
+	keys := s.scriptKeys(id)
+	last := p.lastKey
+	if last == "" {
+		last = keys[0]
+	}
+	keys = append(keys, s.markKey(shard), last)
+	sent := map[string]string{
+		"op": id, "key": rec.Key, "kind": rec.Kind, "fp": rec.Fingerprint, "st": string(rec.State),
+		"ver": "1", "att": strconv.Itoa(rec.Attempts), "fs": encodeTime(rec.FirstSentAt),
+		"ls": encodeTime(rec.LastSentAt), "rr": rec.ResultRef, "res": string(rec.Result),
+		"err": rec.Error, "meta": string(rec.Meta), "lo": owner, "lt": "1",
+	}
+	args := []any{nonce, id, rec.Key, rec.Kind, rec.Fingerprint, string(rec.State), rec.Attempts,
+		sent["fs"], sent["ls"], rec.ResultRef,
+		rec.Result, rec.Error, rec.Meta, owner, ttl.Microseconds(), s.cfg.retention.Milliseconds(),
+		p.epoch, p.lastCA, p.verified, newEpoch(), s.cfg.shards}
+	return keys, sent, args
 }
 
 // Get implements keystore.Store.
@@ -303,6 +363,7 @@ func (s *Store) Get(ctx context.Context, id string) (keystore.Record, error) {
 		return err
 	})
 	if err != nil {
+		s.noAnswer(ctx, err)
 		return keystore.Record{}, wrapErr("get", id, s.timedOut(ctx, cctx, err))
 	}
 	if len(h) == 0 {
@@ -377,7 +438,6 @@ func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Recor
 	if err != nil {
 		return keystore.Record{}, err
 	}
-	shard := s.shardOf(id)
 	sent := map[string]string{
 		"st": string(rec.State), "att": strconv.Itoa(rec.Attempts), "fs": encodeTime(rec.FirstSentAt),
 		"ls": encodeTime(rec.LastSentAt), "rr": rec.ResultRef, "res": string(rec.Result),
@@ -387,7 +447,7 @@ func (s *Store) Update(ctx context.Context, rec keystore.Record) (keystore.Recor
 		n, rec.Version, rec.LeaseToken, string(rec.State), rec.Attempts,
 		sent["fs"], sent["ls"], rec.ResultRef,
 		rec.Result, rec.Error, rec.Meta, rec.Fingerprint,
-		s.cfg.retention.Milliseconds(), s.recordPrefix(shard))
+		s.cfg.retention.Milliseconds())
 	if err != nil {
 		return r.rec, err
 	}

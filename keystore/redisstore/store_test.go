@@ -26,24 +26,41 @@ func hashTag(key string) string {
 	return key[i+1 : i+1+j]
 }
 
-// TestKeysOfOneOperationShareASlot checks the layout without a Cluster:
-// every key a script touches for an operation hashes on the same tag, even
-// when the operation ID itself contains braces.
+// TestKeysOfOneOperationShareASlot checks both layouts without a Cluster:
+// every key a script touches for an operation (record, indexes, the
+// shard's marker) hashes on the same tag, even when the operation ID
+// itself contains braces; layout 2's tag holds the prefix, so two prefixes
+// do not share slots.
 func TestKeysOfOneOperationShareASlot(t *testing.T) {
-	s := &Store{cfg: defaultConfig()}
-	s.cfg.prefix = "app"
-	for _, id := range []string{"pix:order-1", "{", "}", "{}", "a{b}c", "}{x}", "{{}}", "ção/%_"} {
-		keys := s.scriptKeys(id)
-		shard := s.shardOf(id)
-		want := fmt.Sprint(shard)
-		for _, k := range append(keys, s.recordKey(id), s.recordPrefix(shard)+"other") {
-			if got := hashTag(k); got != want {
-				t.Fatalf("operation %q: key %q hashes on %q, want the shard tag %q", id, k, got, want)
+	for _, l := range []layout{layoutTagged, layoutLegacy} {
+		s := &Store{cfg: defaultConfig(), layout: l}
+		s.cfg.prefix = "app"
+		for _, id := range []string{"pix:order-1", "{", "}", "{}", "a{b}c", "}{x}", "{{}}", "ção/%_"} {
+			keys := s.scriptKeys(id)
+			shard := s.shardOf(id)
+			want := fmt.Sprint(shard)
+			if l == layoutTagged {
+				want = "app:" + want
+			}
+			for _, k := range append(keys, s.recordKey(id), s.recordPrefix(shard)+"other", s.markKey(shard)) {
+				if got := hashTag(k); got != want {
+					t.Fatalf("layout %s, operation %q: key %q hashes on %q, want the shard tag %q", l, id, k, got, want)
+				}
+				if !strings.HasPrefix(k, "app:") {
+					t.Fatalf("key %q does not start with the prefix", k)
+				}
+			}
+			if keys[0] != s.recordKey(id) {
+				t.Fatalf("first script key %q is not the record key %q", keys[0], s.recordKey(id))
 			}
 		}
-		if keys[0] != s.recordKey(id) {
-			t.Fatalf("first script key %q is not the record key %q", keys[0], s.recordKey(id))
-		}
+	}
+	a := &Store{cfg: defaultConfig()}
+	a.cfg.prefix = "tenant-a"
+	b := &Store{cfg: defaultConfig()}
+	b.cfg.prefix = "tenant-b"
+	if hashTag(a.markKey(3)) == hashTag(b.markKey(3)) {
+		t.Fatalf("two prefixes share the hash tag %q", hashTag(a.markKey(3)))
 	}
 }
 
@@ -92,14 +109,14 @@ func TestOptionsValidate(t *testing.T) {
 func TestShardCountIsFixedPerPrefix(t *testing.T) {
 	c := newClient(t)
 	prefix := testPrefix(t, c)
-	if _, err := New(c, WithPrefix(prefix), WithShards(16), WithLogger(quietLogger())); err != nil {
+	if _, err := New(c, WithPrefix(prefix), WithShards(16), WithLogger(quietLogger()), AllowVolatile()); err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	_, err := New(c, WithPrefix(prefix), WithShards(8), WithLogger(quietLogger()))
+	_, err := New(c, WithPrefix(prefix), WithShards(8), WithLogger(quietLogger()), AllowVolatile())
 	if err == nil || !strings.Contains(err.Error(), "16 shards") {
 		t.Fatalf("New with another shard count: %v, want an error naming the 16 shards in use", err)
 	}
-	if _, err := New(c, WithPrefix(prefix), WithShards(16), WithLogger(quietLogger())); err != nil {
+	if _, err := New(c, WithPrefix(prefix), WithShards(16), WithLogger(quietLogger()), AllowVolatile()); err != nil {
 		t.Fatalf("New with the same shard count: %v", err)
 	}
 }
@@ -129,7 +146,7 @@ func TestPrefixesAreIsolated(t *testing.T) {
 // created once and leased by one of them at a time.
 func TestTwoStoresOneRedis(t *testing.T) {
 	s1, c := newTestStore(t)
-	s2, err := New(newClient(t), WithPrefix(s1.cfg.prefix), WithLogger(quietLogger()))
+	s2, err := New(newClient(t), WithPrefix(s1.cfg.prefix), WithLogger(quietLogger()), AllowVolatile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,13 +193,12 @@ func TestScriptsAreIdempotentUnderResend(t *testing.T) {
 	ctx := context.Background()
 	id := "resend"
 	keys := s.scriptKeys(id)
-	createArgs := []any{"nonce-c", id, "k", "pix", "fp", "pending", 0, "", "", "", "", "", "", "w", time.Minute.Microseconds(), s.cfg.retention.Milliseconds()}
-	createSent := map[string]string{"op": id, "key": "k", "kind": "pix", "fp": "fp", "st": "pending", "ver": "1", "att": "0",
-		"fs": "", "ls": "", "rr": "", "res": "", "err": "", "meta": "", "lo": "w", "lt": "1"}
+	ckeys, createSent, createArgs := s.createCall("nonce-c", keystore.Record{OperationID: id, Key: "k", Kind: "pix", Fingerprint: "fp", State: keystore.StatePending},
+		"w", time.Minute, s.parts[s.shardOf(id)].view())
 	updateSent := map[string]string{"st": "unknown", "att": "1", "fs": "", "ls": "", "rr": "", "res": "", "err": "", "meta": "", "fp": "fp"}
 	var first scriptReply
 	for i := range 2 {
-		r, err := s.eval(ctx, "create", id, createSent, createScript, true, keys, createArgs...)
+		r, err := s.eval(ctx, "create", id, createSent, createScript, true, ckeys, createArgs...)
 		if err != nil || r.status != "ok" {
 			t.Fatalf("create run %d: status %q, %v; want ok", i, r.status, err)
 		}
@@ -193,7 +209,7 @@ func TestScriptsAreIdempotentUnderResend(t *testing.T) {
 		}
 	}
 	// Another call (another nonce) is refused as usual.
-	if r, _ := s.eval(ctx, "create", id, createSent, createScript, true, keys, append([]any{"nonce-other"}, createArgs[1:]...)...); r.status != "exists" {
+	if r, _ := s.eval(ctx, "create", id, createSent, createScript, true, ckeys, append([]any{"nonce-other"}, createArgs[1:]...)...); r.status != "exists" {
 		t.Fatalf("create with another nonce: %q, want exists", r.status)
 	}
 	for i := range 2 {
@@ -204,7 +220,7 @@ func TestScriptsAreIdempotentUnderResend(t *testing.T) {
 	}
 	for i := range 2 {
 		r, err := s.eval(ctx, "update", id, updateSent, updateScript, true, keys,
-			"nonce-u", 1, 2, "unknown", 1, "", "", "", "", "", "", "fp", s.cfg.retention.Milliseconds(), s.recordPrefix(s.shardOf(id)))
+			"nonce-u", 1, 2, "unknown", 1, "", "", "", "", "", "", "fp", s.cfg.retention.Milliseconds())
 		if err != nil || r.status != "ok" || r.rec.Version != 2 || r.rec.State != keystore.StateUnknown {
 			t.Fatalf("update run %d: status %q version %d state %q, %v; want ok, version 2, unknown", i, r.status, r.rec.Version, r.rec.State, err)
 		}

@@ -93,8 +93,10 @@ func newPostgres(t testing.TB, db *sql.DB, opts ...sqlstore.Option) *sqlstore.St
 		if err := s.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table); err != nil {
-			t.Errorf("drop %s: %v", table, err)
+		for _, tb := range []string{table, table + "_meta"} {
+			if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tb); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
 		}
 	})
 	if err := s.Migrate(context.Background()); err != nil {

@@ -6,12 +6,15 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
@@ -23,15 +26,24 @@ type pgStmt struct {
 	returning bool // the statement returns the row it wrote (or none)
 }
 
-// pgPipelines is how many batches may be in flight at once. Measured on a
-// 2-core machine: 2 or 4 gave no more throughput than 1 (each batch already
-// carries every waiting write) and a worse p99.
-const pgPipelines = 1
-
-// pgBatchTimeout bounds one pipelined batch: a database that stops
-// answering fails the batch's callers (ErrUnavailable) instead of holding
-// them forever.
-const pgBatchTimeout = 30 * time.Second
+// The PostgreSQL group commit keeps one batch in flight while batches
+// answer promptly: each carries every write that queued meanwhile, which
+// measured better than several smaller batches at once on a 2-core
+// machine. A batch still running after pgStuckAfter (a row lock held by
+// another session, a connection that stopped answering) no longer holds
+// the others back: the next batch starts beside it, on another connection,
+// up to pgMaxInFlight at once. Inside a batch, a statement that waits more
+// than pgBatchLockTimeout for a row lock fails the batch's implicit
+// transaction; the batch is sent again without it, and that statement is
+// retried alone, waiting for its lock only as long as its own caller's
+// deadline allows. So one locked row delays its own caller, and the others
+// of its batch by at most pgBatchLockTimeout; one dead connection delays
+// the callers of its batch until their deadline, nobody else.
+const (
+	pgStuckAfter       = 100 * time.Millisecond
+	pgMaxInFlight      = 4
+	pgBatchLockTimeout = 250 * time.Millisecond
+)
 
 // startPGWriter starts the PostgreSQL group commit, used when db is pgx's
 // database/sql driver. Concurrent writes are sent together as one pipeline
@@ -43,14 +55,33 @@ func (s *Store) startPGWriter(c config) {
 	w := newWriter(s.db, s.q, c)
 	w.applyFn = s.pgApply
 	s.w = w
-	w.start(pgPipelines)
+	w.startElastic(pgMaxInFlight, pgStuckAfter)
+}
+
+// batchDeadline is the latest deadline of the batch's callers (each call
+// has one: the call timeout), so that the batch can answer the most patient
+// of them, and never later than the call timeout from now.
+func (s *Store) batchDeadline(batch []*writeReq) time.Time {
+	limit := time.Now().Add(s.callTimeout)
+	var latest time.Time
+	for _, r := range batch {
+		if dl, ok := r.ctx.Deadline(); ok && dl.After(latest) {
+			latest = dl
+		}
+	}
+	if latest.IsZero() || latest.After(limit) {
+		return limit
+	}
+	return latest
 }
 
 // pgApply runs a batch. Statements run in operation ID order, so that two
 // processes' batches lock the rows they share in the same order and cannot
-// deadlock; writes to one operation keep their queue order.
+// deadlock; writes to one operation keep their queue order. A statement
+// that times out on a row lock is taken out and retried alone (pgSolo); the
+// rest are sent again.
 func (s *Store) pgApply(batch []*writeReq) ([]result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), pgBatchTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), s.batchDeadline(batch))
 	defer cancel()
 	order := make([]int, len(batch))
 	for i := range order {
@@ -64,36 +95,75 @@ func (s *Store) pgApply(batch []*writeReq) ([]result, error) {
 	}
 	defer c.Close()
 	results := make([]result, len(batch))
-	// Waiting for a connection can outlast a caller's context: a write whose
-	// caller was already told it failed must not be applied after all.
-	live := order[:0]
-	for _, i := range order {
-		if err := checkCtx(batch[i].ctx); err != nil {
-			results[i] = result{err: err}
-			continue
+	for range len(batch) {
+		// Waiting for a connection or a lock can outlast a caller's context:
+		// a write whose caller was already told it failed must not be
+		// applied after all.
+		live := order[:0:0]
+		for _, i := range order {
+			if err := checkCtx(batch[i].ctx); err != nil {
+				results[i] = result{err: err}
+				continue
+			}
+			live = append(live, i)
 		}
-		live = append(live, i)
+		if len(live) == 0 {
+			return results, nil
+		}
+		order = live
+		locked, err := s.pgRun(ctx, c, batch, order, results)
+		if err == nil {
+			return results, nil
+		}
+		if locked < 0 {
+			return nil, unavailable("write batch", err)
+		}
+		// The statement at locked waited too long for a row lock: the
+		// transaction rolled back. Retry it alone, the others together.
+		req := batch[locked]
+		results[locked] = result{deferred: true}
+		go func() { req.out <- s.pgSolo(req) }()
+		order = slices.DeleteFunc(order, func(i int) bool { return i == locked })
+		for _, i := range order {
+			results[i] = result{}
+		}
 	}
-	if len(live) == 0 {
-		return results, nil
-	}
-	order = live
-	err = c.Raw(func(dc any) error {
+	return results, nil
+}
+
+// pgRun sends the statements of order as one pipeline on c and fills
+// their results. On a row-lock timeout (or a deadlock) it returns the index
+// of the statement that met it; for any other error, -1.
+func (s *Store) pgRun(ctx context.Context, c *sql.Conn, batch []*writeReq, order []int, results []result) (int, error) {
+	locked := -1
+	err := c.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("driver connection is %T, not pgx", dc)
 		}
 		conn := sc.Conn()
 		b := &pgx.Batch{}
+		// Local to the batch's implicit transaction.
+		b.Queue("SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(pgBatchLockTimeout.Milliseconds(), 10))
 		for _, i := range order {
 			b.Queue(batch[i].pg.query, batch[i].pg.args...)
 		}
 		br := conn.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return badConn(conn, err)
+		}
+		fail := func(i int, err error) error {
+			if isLockWait(err) {
+				locked = i
+			}
+			_ = br.Close()
+			return badConn(conn, err)
+		}
 		for _, i := range order {
 			if !batch[i].pg.returning {
 				if _, err := br.Exec(); err != nil {
-					_ = br.Close()
-					return badConn(conn, err)
+					return fail(i, err)
 				}
 				continue
 			}
@@ -101,8 +171,7 @@ func (s *Store) pgApply(batch []*writeReq) ([]result, error) {
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 			case err != nil:
-				_ = br.Close()
-				return badConn(conn, err)
+				return fail(i, err)
 			default:
 				results[i].found, results[i].row = true, r
 			}
@@ -111,10 +180,33 @@ func (s *Store) pgApply(batch []*writeReq) ([]result, error) {
 		// has committed when it returns nil.
 		return badConn(conn, br.Close())
 	})
-	if err != nil {
-		return nil, unavailable("write batch", err)
+	return locked, err
+}
+
+// isLockWait reports a statement cancelled by lock_timeout, or chosen as a
+// deadlock victim.
+func isLockWait(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01")
+}
+
+// pgSolo runs one statement of a batch on its own, on the pool, bounded by
+// its caller's context only.
+func (s *Store) pgSolo(req *writeReq) result {
+	if req.pg.returning {
+		r, err := scanRow(s.db.QueryRowContext(req.ctx, req.pg.query, req.pg.args...))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return result{}
+		case err != nil:
+			return result{err: unavailable("write (alone, after a lock wait)", err)}
+		}
+		return result{found: true, row: r}
 	}
-	return results, nil
+	if _, err := s.db.ExecContext(req.ctx, req.pg.query, req.pg.args...); err != nil {
+		return result{err: unavailable("write (alone, after a lock wait)", err)}
+	}
+	return result{}
 }
 
 // badConn makes database/sql drop a connection that pgx has closed.

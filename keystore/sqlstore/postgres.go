@@ -67,16 +67,19 @@ func (s *Store) selectNow(ctx context.Context, id string) (row, int64, bool, err
 func (s *Store) pgCreate(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
 	r := newRow(rec, owner, ttl, 0)
 	for range casRetries {
+		pv := s.part.view()
 		got, err := s.pgQueryRow(ctx, r.id, "create", s.q.pgCreate, []any{r.id, r.key, r.kind, r.fingerprint, r.state,
 			r.attempts, r.firstSent, r.lastSent, r.resultRef, nilIfEmpty(r.result), r.errText, nilIfEmpty(r.meta),
-			owner, ttlMillis(ttl)})
+			owner, ttlMillis(ttl), markerID, pv.epoch, pv.lastID, pv.lastCA})
 		if err == nil {
+			s.part.created(pv.epoch, got.id, got.created)
 			return got.record(), nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return keystore.Record{}, err
 		}
-		// ON CONFLICT DO NOTHING: the operation exists.
+		// Nothing inserted: the operation exists (ON CONFLICT DO NOTHING),
+		// or the table failed the loss check.
 		cur, _, found, err := s.selectNow(ctx, rec.OperationID)
 		if err != nil {
 			return keystore.Record{}, err
@@ -84,7 +87,11 @@ func (s *Store) pgCreate(ctx context.Context, rec keystore.Record, owner string,
 		if found {
 			return cur.record(), fmt.Errorf("%w: %s", keystore.ErrExists, rec.OperationID)
 		}
-		// Deleted between the two statements: try again.
+		if retry, err := s.pgJudge(ctx, pv); !retry {
+			return keystore.Record{}, err
+		}
+		// Deleted between the two statements, or an accepted loss adopted:
+		// try again.
 	}
 	return keystore.Record{}, fmt.Errorf("%w: sqlstore create %s: the row kept changing", keystore.ErrUnavailable, rec.OperationID)
 }
@@ -146,13 +153,9 @@ func (s *Store) pgUpdate(ctx context.Context, rec keystore.Record) (keystore.Rec
 }
 
 func (s *Store) pgDeleteExpired(ctx context.Context, before int64, limit int) (int, error) {
-	r, err := s.db.ExecContext(ctx, s.q.deleteExpired, before, int64(limit))
-	if err != nil {
+	var n int
+	if err := s.db.QueryRowContext(ctx, s.q.pgDeleteExpired, before, int64(limit), markerID).Scan(&n); err != nil {
 		return 0, unavailable("delete expired", err)
 	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return 0, unavailable("delete expired", err)
-	}
-	return int(n), nil
+	return n, nil
 }

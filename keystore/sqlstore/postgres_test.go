@@ -143,8 +143,10 @@ func TestPostgresConnectionsKilled(t *testing.T) {
 	}
 }
 
-// The database goes away entirely and comes back: calls fail closed with
-// ErrUnavailable meanwhile, and work again afterwards with the same Store.
+// The database goes away entirely and comes back empty: calls fail closed
+// with ErrUnavailable meanwhile; afterwards the Store knows the table it
+// used is gone (amnesia: Create refuses) until the loss is accepted, and
+// then works again without a restart.
 func TestPostgresDatabaseGoneAndBack(t *testing.T) {
 	dsn := postgresDSN(t)
 	ctx := context.Background()
@@ -204,8 +206,14 @@ func TestPostgresDatabaseGoneAndBack(t *testing.T) {
 	if err2 != nil {
 		t.Fatalf("Migrate after the database came back: %v", err2)
 	}
+	if _, err := s.Create(ctx, rec("after"), "w", time.Minute); !errors.Is(err, keystore.ErrAmnesia) {
+		t.Fatalf("Create after the database came back empty: %v, want ErrAmnesia", err)
+	}
+	if err := s.AcceptLoss(ctx, "test: the database was dropped on purpose"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Create(ctx, rec("after"), "w", time.Minute); err != nil {
-		t.Fatalf("Create after the database came back: %v", err)
+		t.Fatalf("Create after AcceptLoss: %v", err)
 	}
 }
 

@@ -78,6 +78,7 @@ func TestOpenPostgresUnbatched(t *testing.T) {
 		db, err := sql.Open("pgx", dsn)
 		if err == nil {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + table)
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + table + "_meta")
 			_ = db.Close()
 		}
 		_ = s.Close()

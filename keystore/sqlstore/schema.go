@@ -58,8 +58,14 @@ func schema(d Dialect, table string) []string {
 		ddl,
 		fmt.Sprintf("CREATE INDEX IF NOT EXISTS %[1]s_state_updated ON %[1]s (state, updated_at)", table),
 		fmt.Sprintf("CREATE INDEX IF NOT EXISTS %[1]s_updated ON %[1]s (updated_at)", table),
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)", metaTable(table)),
 	}
 }
+
+// metaTable is the table that remembers the records table's epoch, so that
+// a records table emptied or recreated is not taken for a new one (see
+// amnesia.go).
+func metaTable(table string) string { return table + "_meta" }
 
 // nowMillis is the database's clock as integer unix milliseconds (UTC).
 // PostgreSQL: clock_timestamp(), the time of the call, not now(), which

@@ -11,14 +11,22 @@ import (
 // The SQLite writes: each is a decision on the batch's view (see writer).
 
 func (s *Store) liteCreate(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
-	res := s.w.do(ctx, &writeReq{id: rec.OperationID, op: func(v *view, now int64) result {
+	pv := s.part.view()
+	res := s.w.do(ctx, &writeReq{id: rec.OperationID, extra: []string{markerID, pv.lastID}, op: func(v *view, now int64) result {
 		if cur, ok := v.get(rec.OperationID); ok {
 			return result{rec: cur.record(), err: fmt.Errorf("%w: %s", keystore.ErrExists, rec.OperationID)}
 		}
+		ep, err := s.liteGuard(v, now, pv)
+		if err != nil {
+			return result{err: err}
+		}
 		r := newRow(rec, owner, ttl, now)
 		v.insert(r)
-		return result{rec: r.record()}
+		return result{rec: r.record(), epoch: ep}
 	}})
+	if res.err == nil {
+		s.part.created(res.epoch, rec.OperationID, res.rec.CreatedAt.UnixMilli())
+	}
 	return res.rec, res.err
 }
 

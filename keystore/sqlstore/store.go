@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
@@ -26,11 +27,22 @@ type Store struct {
 
 	w *writer // SQLite only: the group-commit writer
 
+	callTimeout time.Duration
+	allowAsync  bool
+	durableOK   atomic.Bool // synchronous_commit was read and is not off
+	part        part        // the table's marker as this Store knows it (amnesia.go)
+	// identity is the SQLite file OpenSQLite opened; the writer checks that
+	// the path still names it (see sqlite.go).
+	identity *fileIdentity
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ keystore.Store = (*Store)(nil)
+var (
+	_ keystore.Store        = (*Store)(nil)
+	_ keystore.AmnesiaGuard = (*Store)(nil)
+)
 
 // ErrClosed is returned by a Store's methods after Close.
 var ErrClosed = errors.New("sqlstore: store closed")
@@ -40,6 +52,8 @@ type config struct {
 	dialect     Dialect
 	busyTimeout time.Duration
 	maxBatch    int
+	callTimeout time.Duration
+	allowAsync  bool
 }
 
 // Option configures a Store.
@@ -97,7 +111,7 @@ func WithMaxBatch(n int) Option {
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{table: DefaultTable, busyTimeout: 10 * time.Second, maxBatch: 256}
+	c := config{table: DefaultTable, busyTimeout: 10 * time.Second, maxBatch: 256, callTimeout: DefaultCallTimeout}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return c, err
@@ -152,7 +166,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	s := newStore(c, db)
 	switch {
 	case c.dialect == SQLite:
-		s.w = startWriter(db, s.q, c, true)
+		s.w = startWriter(db, s.q, c, true, nil)
 	case isPGX(db) && c.maxBatch > 1:
 		s.startPGWriter(c)
 	}
@@ -160,7 +174,8 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 }
 
 func newStore(c config, db *sql.DB) *Store {
-	return &Store{dialect: c.dialect, table: c.table, db: db, wdb: db, q: buildQueries(c.dialect, c.table)}
+	return &Store{dialect: c.dialect, table: c.table, db: db, wdb: db, q: buildQueries(c.dialect, c.table),
+		callTimeout: c.callTimeout, allowAsync: c.allowAsync}
 }
 
 // Dialect reports the database behind s.
@@ -169,10 +184,17 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 // Table reports the table s keeps its records in.
 func (s *Store) Table() string { return s.table }
 
-// Migrate creates the table and its indexes if they do not exist. It is
+// Migrate creates the table, its indexes and <table>_meta if they do not
+// exist, and writes the table's marker (see the package documentation,
+// "Amnesia") in a new table or one migrated by an earlier version. It is
 // idempotent and safe to run from several processes at once; nothing else
 // creates or changes the schema. For SQLite it also switches the database to
-// WAL (a persistent property of the file).
+// WAL (a persistent property of the file). On PostgreSQL it refuses a
+// session with synchronous_commit off (ErrAsyncCommit) unless
+// AllowAsyncCommit was given. A table that lost its records since this Store
+// last saw it (or whose marker is gone while <table>_meta remembers it) is
+// marked lost, and Create refuses until AcceptLoss. Migrate runs under ctx
+// alone (creating an index on a large table may take a while).
 func (s *Store) Migrate(ctx context.Context) error {
 	db := s.wdb
 	if s.migrateDSN != "" {
@@ -205,6 +227,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return unavailable("migrate "+s.table, err)
 		}
 	}
+	if err := s.checkDurable(ctx); err != nil {
+		return err
+	}
+	if _, err := s.syncMarker(ctx, db, true); err != nil {
+		return fmt.Errorf("sqlstore: migrate %s: %w", s.table, err)
+	}
 	return nil
 }
 
@@ -228,6 +256,8 @@ func (s *Store) Close() error {
 // Ping checks that the database answers and the table exists, with an
 // error wrapping keystore.ErrUnavailable otherwise.
 func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	var n int
 	err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+s.table+" LIMIT 1) t").Scan(&n)
 	if err != nil {

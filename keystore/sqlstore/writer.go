@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
@@ -33,6 +34,9 @@ type writer struct {
 
 	// applyFn applies one batch: apply (SQLite) or Store.pgApply.
 	applyFn func([]*writeReq) ([]result, error)
+	// checkFile (OpenSQLite) runs before each batch: an error fails the
+	// batch and drops the connection (Store.checkFile).
+	checkFile func(context.Context) error
 
 	mu     sync.RWMutex // held for reading while enqueueing; Close takes it to stop new writes
 	closed bool
@@ -52,18 +56,23 @@ type op func(v *view, now int64) result
 type result struct {
 	rec   keystore.Record
 	n     int
-	err   error // the write's own answer (ErrExists...), decided in the batch
-	found bool  // PostgreSQL: the statement returned its row
-	row   row   // PostgreSQL: that row
+	err   error  // the write's own answer (ErrExists...), decided in the batch
+	found bool   // PostgreSQL: the statement returned its row
+	row   row    // PostgreSQL: that row
+	epoch string // Create: the table's epoch it was checked against
+	// deferred: the write is answered by another goroutine (a PostgreSQL
+	// statement retried alone after a lock timeout), not by the batch.
+	deferred bool
 }
 
 type writeReq struct {
-	ctx context.Context
-	id  string // the row op reads and writes
-	op  op
-	del *deleteReq  // instead of op: DeleteExpired, run as SQL in the batch
-	pg  *pgStmt     // PostgreSQL: one statement of the pipelined batch
-	out chan result // buffered: the writer never blocks on a caller that left
+	ctx   context.Context
+	id    string   // the row op reads and writes
+	extra []string // other rows op reads (a Create's loss check)
+	op    op
+	del   *deleteReq  // instead of op: DeleteExpired, run as SQL in the batch
+	pg    *pgStmt     // PostgreSQL: one statement of the pipelined batch
+	out   chan result // buffered: the writer never blocks on a caller that left
 }
 
 type deleteReq struct {
@@ -71,8 +80,9 @@ type deleteReq struct {
 	limit  int
 }
 
-func startWriter(db *sql.DB, q queries, c config, callerDB bool) *writer {
+func startWriter(db *sql.DB, q queries, c config, callerDB bool, checkFile func(context.Context) error) *writer {
 	w := newWriter(db, q, c)
+	w.checkFile = checkFile
 	w.applyFn = w.apply
 	w.keep = !callerDB
 	if callerDB {
@@ -177,17 +187,102 @@ func (w *writer) run() {
 	}
 }
 
-func (w *writer) batch(first *writeReq) {
+// startElastic runs one dispatcher that sends a batch at a time while
+// batches answer within stuckAfter, and starts the next one beside those
+// still running after it, up to maxInFlight at once (see pgbatch.go).
+func (w *writer) startElastic(maxInFlight int, stuckAfter time.Duration) {
+	w.done.Add(1)
+	go w.dispatch(maxInFlight, stuckAfter)
+}
+
+func (w *writer) dispatch(maxInFlight int, stuckAfter time.Duration) {
+	defer w.done.Done()
+	finished := make(chan time.Time, maxInFlight) // start times of ended batches
+	inFlight := map[time.Time]int{}               // start time → batches started then
+	n := 0
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ended := func(at time.Time) {
+		if inFlight[at]--; inFlight[at] == 0 {
+			delete(inFlight, at)
+		}
+		n--
+	}
+	// admit waits until a batch may start: none in flight, or every one in
+	// flight older than stuckAfter and fewer than maxInFlight.
+	admit := func() {
+		for n > 0 {
+			youngest := time.Time{}
+			for at := range inFlight {
+				if at.After(youngest) {
+					youngest = at
+				}
+			}
+			wait := time.Until(youngest.Add(stuckAfter))
+			if n < maxInFlight && wait <= 0 {
+				return
+			}
+			if n >= maxInFlight {
+				ended(<-finished)
+				continue
+			}
+			t := time.NewTimer(wait)
+			select {
+			case at := <-finished:
+				ended(at)
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	start := func(first *writeReq) {
+		admit()
+		batch := w.collect(first)
+		at := time.Now()
+		inFlight[at]++
+		n++
+		wg.Go(func() {
+			w.execute(batch)
+			finished <- at
+		})
+	}
+	for {
+		select {
+		case at := <-finished:
+			ended(at)
+		case req := <-w.queue:
+			start(req)
+		case <-w.quit:
+			for {
+				select {
+				case req := <-w.queue:
+					start(req)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (w *writer) batch(first *writeReq) { w.execute(w.collect(first)) }
+
+// collect takes first and whatever else is queued, up to maxBatch.
+func (w *writer) collect(first *writeReq) []*writeReq {
 	batch := []*writeReq{first}
-collect:
 	for len(batch) < w.maxBatch {
 		select {
 		case req := <-w.queue:
 			batch = append(batch, req)
 		default:
-			break collect
+			return batch
 		}
 	}
+	return batch
+}
+
+// execute applies a batch and answers each of its writes.
+func (w *writer) execute(batch []*writeReq) {
 	// Callers that gave up before their write was applied get their
 	// context's error, and their write is not applied.
 	live := batch[:0]
@@ -203,9 +298,10 @@ collect:
 	}
 	results, err := w.applyFn(live)
 	for i, req := range live {
-		if err != nil {
+		switch {
+		case err != nil:
 			req.out <- result{err: err}
-		} else {
+		case !results[i].deferred:
 			req.out <- results[i]
 		}
 	}
@@ -216,6 +312,16 @@ collect:
 // busy_timeout bounds the wait for the lock).
 func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 	ctx := context.Background()
+	if w.checkFile != nil {
+		if err := w.checkFile(ctx); err != nil {
+			if w.conn != nil {
+				_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
+				_ = w.conn.Close()
+				w.conn = nil
+			}
+			return nil, err
+		}
+	}
 	c := w.conn
 	if c == nil {
 		if c, err = w.db.Conn(ctx); err != nil {
@@ -254,6 +360,11 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 	for _, req := range batch {
 		if req.del == nil {
 			ids = append(ids, req.id)
+			for _, id := range req.extra {
+				if id != "" {
+					ids = append(ids, id)
+				}
+			}
 		}
 	}
 	v, err := loadView(ctx, c, w.q, ids)
@@ -284,6 +395,11 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 		n, err := res.RowsAffected()
 		if err != nil {
 			return nil, unavailable("delete expired", err)
+		}
+		if n > 0 {
+			if _, err := c.ExecContext(ctx, w.q.reapedMark, markerID, req.del.before); err != nil {
+				return nil, unavailable("delete expired: marker", err)
+			}
 		}
 		results[i] = result{n: int(n)}
 		if v, err = loadView(ctx, c, w.q, ids); err != nil {

@@ -12,6 +12,12 @@
 // timestamps set by the store are compared with a tolerance, and stores must
 // keep at least millisecond precision.
 //
+// RunAmnesia checks the keystore.AmnesiaGuard contract with store-specific
+// hooks that empty the backend or make it forget single records
+// (AmnesiaBackend), including, through the SDK's public API against the
+// fake PagPolar, that a store emptied between a commit-then-500 and the next
+// call gives no second charge (AmnesiaEngineRun).
+//
 // Bench measures the store operations of one charge, for benchmarks that
 // compare stores as ratios within one run.
 package storetest

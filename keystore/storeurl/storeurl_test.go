@@ -19,6 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/keystore/redisstore"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
 	"github.com/redis/go-redis/v9"
 )
@@ -119,6 +120,18 @@ func TestBadURLs(t *testing.T) {
 		"postgres://u:hunter2@[::1/db",
 		"redis://u:hunter2@127.0.0.1:6379/notanumber",
 		"redis://u:hunter2@127.0.0.1:6379/0?bogus=1",
+		"redis://u:hunter2@127.0.0.1:6379/0?volatile=maybe",
+		"redis://u:hunter2@127.0.0.1:6379/0?wait=0",
+		"redis://u:hunter2@127.0.0.1:6379/0?wait_timeout=1s",
+		"redis://u:hunter2@127.0.0.1:6379/0?wait=1&wait_timeout=soon",
+		"postgres://u:hunter2@127.0.0.1:5432/db?async_commit=perhaps",
+		"redis+cluster:127.0.0.1:7000",
+		"redis+cluster://u:hunter2@127.0.0.1/",
+		"redis+cluster://u:hunter2@127.0.0.1:7000,:7001/",
+		"redis+cluster://u:hunter2@127.0.0.1:7000/3",
+		"redis+cluster://u:hunter2@127.0.0.1:7000/?bogus=1",
+		"redis+cluster://u:hunter2@127.0.0.1:7000/?prefix=a{b}",
+		"redis+cluster://u:hunter2@127.0.0.1:7000/?volatile=x",
 	} {
 		_, _, err := storeurl.Open(context.Background(), raw)
 		if !errors.Is(err, storeurl.ErrBadURL) {
@@ -137,6 +150,7 @@ func TestUnreachable(t *testing.T) {
 	for _, raw := range []string{
 		"postgres://u:hunter2@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
 		"redis://u:hunter2@127.0.0.1:1/0?dial_timeout=2s",
+		"redis+cluster://u:hunter2@127.0.0.1:1,127.0.0.1:2/?dial_timeout=1s",
 	} {
 		_, _, err := storeurl.Open(ctx, raw)
 		if !errors.Is(err, keystore.ErrUnavailable) {
@@ -174,8 +188,10 @@ func TestPostgres(t *testing.T) {
 			return
 		}
 		defer db.Close()
-		if _, err := db.Exec("DROP TABLE IF EXISTS " + table); err != nil {
-			t.Errorf("drop %s: %v", table, err)
+		for _, tb := range []string{table, table + "_meta"} {
+			if _, err := db.Exec("DROP TABLE IF EXISTS " + tb); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
 		}
 	})
 	roundTrip(t, open(t, u.String()))
@@ -197,7 +213,94 @@ func TestRedis(t *testing.T) {
 	q.Set("prefix", prefix)
 	u.RawQuery = q.Encode()
 	cleanRedis(t, raw, prefix)
+	// The shared test Redis keeps nothing on disk: refused without the
+	// opt-out, which the error names.
+	_, _, err = storeurl.Open(context.Background(), u.String())
+	if !errors.Is(err, redisstore.ErrVolatile) || errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "volatile=1") {
+		t.Fatalf("Open of a Redis without AOF: %v; want ErrVolatile naming volatile=1", err)
+	}
+	q.Set("volatile", "1")
+	u.RawQuery = q.Encode()
 	roundTrip(t, open(t, u.String()))
+	// wait=N: with fewer replicas attached, writes fail at once, not sent.
+	q.Set("wait", "5")
+	q.Set("wait_timeout", "2s")
+	u.RawQuery = q.Encode()
+	s := open(t, u.String())
+	start := time.Now()
+	_, err = s.Create(context.Background(), keystore.Record{OperationID: "w"}, "w", time.Minute)
+	if !errors.Is(err, redisstore.ErrNotDurable) || time.Since(start) > time.Second {
+		t.Fatalf("Create with wait=5 on a Redis without 5 replicas: %v after %v; want ErrNotDurable at once", err, time.Since(start))
+	}
+}
+
+// TestPostgresAsyncCommit: a session with synchronous_commit off (set
+// through the connection's options) is refused unless async_commit=1.
+func TestPostgresAsyncCommit(t *testing.T) {
+	dsn := os.Getenv("PAGPOLAR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("PAGPOLAR_TEST_POSTGRES_DSN is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable): skipping")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := "storeurl_test_" + suffix(t)
+	q := u.Query()
+	q.Set("table", table)
+	q.Set("options", "-c synchronous_commit=off")
+	u.RawQuery = q.Encode()
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer db.Close()
+		for _, tb := range []string{table, table + "_meta"} {
+			if _, err := db.Exec("DROP TABLE IF EXISTS " + tb); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
+		}
+	})
+	_, _, err = storeurl.Open(context.Background(), u.String())
+	if !errors.Is(err, sqlstore.ErrAsyncCommit) || !strings.Contains(err.Error(), "async_commit=1") {
+		t.Fatalf("Open with synchronous_commit off: %v; want ErrAsyncCommit naming async_commit=1", err)
+	}
+	q.Set("async_commit", "1")
+	u.RawQuery = q.Encode()
+	roundTrip(t, open(t, u.String()))
+}
+
+// TestRedisCluster opens the CI's Redis Cluster by its nodes
+// (PAGPOLAR_TEST_REDIS_CLUSTER=host:port,host:port,...).
+func TestRedisCluster(t *testing.T) {
+	nodes := os.Getenv("PAGPOLAR_TEST_REDIS_CLUSTER")
+	if nodes == "" {
+		t.Skip("PAGPOLAR_TEST_REDIS_CLUSTER is not set (e.g. 127.0.0.1:7000,127.0.0.1:7001,...; .ci/run starts one): skipping")
+	}
+	prefix := "storeurl_test_" + suffix(t)
+	t.Cleanup(func() {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(nodes, ",")})
+		defer c.Close()
+		ctx := context.Background()
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			iter := n.Scan(ctx, 0, prefix+":*", 100).Iterator()
+			for iter.Next(ctx) {
+				n.Del(ctx, iter.Val())
+			}
+			return iter.Err()
+		})
+		if err != nil {
+			t.Errorf("clean up %s: %v", prefix, err)
+		}
+	})
+	for _, raw := range []string{
+		"redis+cluster://" + nodes + "/?prefix=" + prefix,
+		"redis+cluster://" + strings.Split(nodes, ",")[0] + "?prefix=" + prefix + "&max_redirects=5",
+	} {
+		roundTrip(t, open(t, raw))
+	}
 }
 
 // cleanRedis deletes the keys under prefix when the test ends.
@@ -294,6 +397,7 @@ func TestRedisOutageFailsFast(t *testing.T) {
 	u.Host = r.ln.Addr().String()
 	q := u.Query()
 	q.Set("prefix", prefix)
+	q.Set("volatile", "1") // the shared test Redis keeps nothing on disk
 	u.RawQuery = q.Encode()
 	s := open(t, u.String())
 	if _, err := s.Get(context.Background(), "absent"); !errors.Is(err, keystore.ErrNotFound) {
