@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -731,5 +732,59 @@ func TestSafetyRule9_FiftyGoroutines_EveryRoute(t *testing.T) {
 				t.Fatalf("%d effects, want 1", n)
 			}
 		})
+	}
+}
+
+// TestSafetyRule13_ForgottenStoreSendsNothing: a store that lost what it
+// acknowledged (here: everything, as a Redis without persistence loses on a
+// restart) refuses every new record, so neither the operation whose record
+// was lost nor a new one is sent until the loss is accepted. The control, a
+// store that never knew (a fresh empty one), shows the second sale the
+// refusal prevents.
+func TestSafetyRule13_ForgottenStoreSendsNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	f.warm(t, f.c)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
+	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
+	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-forgotten", Customer: goodCustomer}
+	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	_, err := f.c.Payments.Pix(ctx, p)
+	cancel()
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first call: %v, want unknown (its sale exists, its answer was a 500)", err)
+	}
+	f.srv.ClearFaults()
+	if f.successful("sale") != 1 {
+		t.Fatalf("%d sales after the first call, want 1", f.successful("sale"))
+	}
+	posts := f.posts("pix")
+
+	f.store.Forget()
+	for _, q := range []PixParams{p, {OfferID: "offer-basic", ExternalReference: "order-new", Customer: goodCustomer}} {
+		_, err := f.c.Payments.Pix(f.ctx, q)
+		if !errors.Is(err, keystore.ErrAmnesia) || !errors.Is(err, ErrStoreUnavailable) || !strings.Contains(err.Error(), "ops recover") {
+			t.Fatalf("%s after the loss: %v; want ErrStoreUnavailable and keystore.ErrAmnesia, naming pagpolar ops recover", q.ExternalReference, err)
+		}
+	}
+	if n := f.posts("pix"); n != posts || f.successful("sale") != 1 {
+		t.Fatalf("after the loss: %d POSTs (was %d), %d sales; want nothing sent", n, posts, f.successful("sale"))
+	}
+
+	// Control: a store that never knew sends the lost operation again, and
+	// the released key makes it a second sale.
+	ctl := f.client(t, WithStore(keystore.NewMemory()))
+	if _, err := ctl.Payments.Pix(f.ctx, p); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	if f.successful("sale") != 2 {
+		t.Fatalf("control: %d sales; the scenario no longer shows the double charge rule 13 prevents", f.successful("sale"))
+	}
+
+	// After the operator accepts the loss, new operations go again.
+	if err := f.store.AcceptLoss(f.ctx, "test: settled by hand"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-after", Customer: goodCustomer}); err != nil {
+		t.Fatalf("after AcceptLoss: %v", err)
 	}
 }

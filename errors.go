@@ -52,7 +52,10 @@ var (
 	ErrParamsMismatch = errors.New("pagpolar: operation ID reused with different params")
 
 	// ErrStoreUnavailable: the key store could not record the operation, so
-	// nothing was sent (SAFETY rule 1).
+	// nothing was sent (SAFETY rule 1). When the store refused because it
+	// detected that it lost records it had acknowledged (SAFETY rule 13),
+	// the error also matches keystore.ErrAmnesia: every new operation is
+	// refused until an operator runs pagpolar ops recover.
 	ErrStoreUnavailable = errors.New("pagpolar: key store unavailable")
 
 	// ErrBudgetExhausted: the client-wide retry budget is spent (the API is

@@ -180,6 +180,15 @@ func (e *exec) wantsSnapshot() bool {
 // remember the lease so that the next call of this client can take it back.
 func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error) error {
 	c := e.c
+	if errors.Is(err, keystore.ErrAmnesia) {
+		// The store detected that it lost records it had acknowledged and
+		// wrote nothing (SAFETY rule 13): this operation's record may be
+		// one of those lost, so nothing may be sent until an operator has
+		// settled what survived and accepted the loss (pagpolar ops
+		// recover). No re-read: there is no lease to take back.
+		return &OperationError{OperationID: e.s.id, Key: rec.Key, State: "not recorded",
+			Err: fmt.Errorf("%w: the store lost records it had acknowledged, so this operation may have been sent before; nothing was sent (run pagpolar ops recover): %w", ErrStoreUnavailable, err)}
+	}
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	got, gerr := c.store.Get(gctx, rec.OperationID)

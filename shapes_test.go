@@ -238,7 +238,7 @@ func containsEffect(es []pagpolartest.Effect, id string) bool {
 // The client clock's offset must not matter (SAFETY rule 12): the same
 // cases with the client's clock 3 s and 5 min ahead and behind the API's
 // (and the store's), warm and cold.
-func TestClientClockOffsets(t *testing.T) {
+func TestSafetyRule12_ClientClockOffsets(t *testing.T) {
 	for _, off := range []time.Duration{3 * time.Second, -3 * time.Second, 5 * time.Minute, -5 * time.Minute} {
 		t.Run(off.String(), func(t *testing.T) {
 			t.Parallel()

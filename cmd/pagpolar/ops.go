@@ -27,6 +27,7 @@ commands:
   show    show one operation                                  (reads only)
   settle  settle unfinished operations by lookup, never charging
   reap    delete settled records past their retention
+  recover after the store lost records: what was lost, what survived, -accept
   inbox   the webhook inbox: list, show, retry, reap          (pagpolar ops inbox -h)
 
 Run "pagpolar ops <command> -h" for a command's flags. Flags may come before
@@ -49,7 +50,8 @@ exit codes:
   2  bad usage, or the store does not exist or holds no PagPolar records
   3  no such operation
   4  settle: some operations are still unsettled; run settle again after the
-     time in their CONCLUSIVE AFTER column`
+     time in their CONCLUSIVE AFTER column. recover: the store detected a loss
+     and still refuses new operations`
 
 // Exit codes of pagpolar ops (documented in opsUsage).
 const (
@@ -115,6 +117,8 @@ type opsFlags struct {
 	wait      time.Duration
 	retention time.Duration
 	batch     int
+	accept    string
+	force     bool
 }
 
 // opsCommand is one subcommand of pagpolar ops.
@@ -193,6 +197,7 @@ var opsCommands = []opsCommand{
 		},
 		run: opsReap,
 	},
+	recoverCommand,
 }
 
 func findOpsCommand(name string) *opsCommand {
@@ -224,7 +229,7 @@ func (cmd *opsCommand) printHelp(w io.Writer) {
 	fmt.Fprintf(w, "%s\n\n%s\n\nflags:\n", usage, cmd.about)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fmt.Fprintln(w, "\nexit codes: 0 done; 1 store or API error; 2 bad usage or no such store; 3 no such operation; 4 (settle) still unsettled")
+	fmt.Fprintln(w, "\nexit codes: 0 done; 1 store or API error; 2 bad usage or no such store; 3 no such operation; 4 (settle) still unsettled, (recover) loss not accepted")
 }
 
 // runOps is the `pagpolar ops` command.
