@@ -117,6 +117,36 @@ func backends() []backend {
 				return s
 			}
 		}},
+		{"redis-cluster", func(t testing.TB) func() webhook.Store {
+			nodes := os.Getenv("PAGPOLAR_TEST_REDIS_CLUSTER")
+			if nodes == "" {
+				t.Skip("PAGPOLAR_TEST_REDIS_CLUSTER is not set: skipping the Redis Cluster (.ci/run starts one)")
+			}
+			prefix := "pagpolar-test:e2e:" + randomName()
+			t.Cleanup(func() {
+				c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(nodes, ",")})
+				ctx := context.Background()
+				_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+					iter := m.Scan(ctx, 0, "{"+prefix+"}:*", 500).Iterator()
+					for iter.Next(ctx) {
+						m.Del(ctx, iter.Val())
+					}
+					return nil
+				})
+				_ = c.Close()
+			})
+			return func() webhook.Store {
+				// One client per Store (Close closes it); the CI Cluster keeps
+				// an append-only file: no opt-out.
+				s, err := redisinbox.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(nodes, ",")}),
+					redisinbox.WithPrefix(prefix), redisinbox.WithLogger(quietLogger()))
+				if err != nil {
+					t.Fatalf("Redis Cluster at PAGPOLAR_TEST_REDIS_CLUSTER: %v", err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}
+		}},
 	}
 }
 
