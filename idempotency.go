@@ -305,7 +305,11 @@ func (e *exec) opErr(err error) error {
 // write outlives the caller's cancellation (bounded by 10 s): an answer that
 // arrived must be recorded even if the caller stopped waiting for it.
 func (e *exec) save(ctx context.Context) error {
-	e.rec.Meta = e.encodeMeta()
+	if e.rec.State == keystore.StateSucceeded || e.rec.State == keystore.StateFailed {
+		e.rec.Meta = mustJSON(e.meta.settled())
+	} else {
+		e.rec.Meta = e.encodeMeta()
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	got, err := e.c.store.Update(sctx, e.rec)

@@ -105,6 +105,17 @@ func (m *opMeta) resetAttempts() {
 	m.Saw2xx, m.Unclear = false, nil
 }
 
+// settled is the meta a succeeded or failed record keeps: what identifies
+// the operation (for operators and for the contested-claim checks). What
+// its attempts learned (snapshot, clock bounds, trust moments, unclear
+// effects) matters only while it is unsettled: a settled record is answered
+// from its result and never looked up again. Without them a record is about
+// 120 bytes smaller.
+func (m opMeta) settled() opMeta {
+	m.resetAttempts()
+	return m
+}
+
 func (m *opMeta) noteUnclear(refs []string) {
 	for _, r := range refs {
 		if !slices.Contains(m.Unclear, r) {
