@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -357,7 +358,7 @@ func (c *Client) token(ctx context.Context) (string, error) {
 	defer cancel()
 	tok, err := c.tokens.Token(tctx)
 	if err != nil {
-		return "", fmt.Errorf("pagpolar: token source: %w", err)
+		return "", &tokenError{err: err}
 	}
 	return tok, nil
 }
@@ -427,27 +428,53 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	return r, nil
 }
 
-// apiError builds the typed error of a non-2xx response.
-func (c *Client) apiError(r *response, key, token string) *APIError {
-	e := &APIError{StatusCode: r.status, RequestID: r.requestID, Key: key, Code: r.code, Message: r.message, FromAPI: r.apiOwn}
-	raw := string(r.body)
-	if token != "" {
-		raw = redactToken(raw, token)
-		e.Message = redactToken(e.Message, token)
-	}
-	if len(raw) > 4096 {
-		raw = raw[:4096]
-	}
-	e.Raw = raw
+// apiError builds the typed error of a non-2xx response. token is the one
+// the request was sent with (not one fetched again: a refreshing source
+// may return another by now, and a ctx that ended none at all); it and
+// private (the operation's personal values) are removed from Message and
+// Raw before anything else can see them (scrub.go).
+func (c *Client) apiError(r *response, key, token string, private []string) *APIError {
+	e := &APIError{StatusCode: r.status, RequestID: r.requestID, Key: key, Code: r.code, FromAPI: r.apiOwn}
+	e.Message = scrubAnswer(r.message, token, private)
+	e.Code = scrubAnswer(r.code, token, private)
+	// Scrubbed before it is cut: a cut must not leave half a token behind.
+	e.Raw = truncate(scrubAnswer(string(r.body), token, private), 4096)
 	return e
 }
 
+// redact is err with the token removed from its text. The text is that of
+// a transport error, which can quote what the server sent (net/http's
+// "malformed HTTP response \"…\""), so personal data goes too.
 func redact(err error, token string) error {
-	if token == "" || !strings.Contains(err.Error(), token) {
+	msg := err.Error()
+	clean := scrubAnswer(msg, token, nil)
+	if clean == msg {
 		return err
 	}
-	return errors.New(redactToken(err.Error(), token))
+	r := &redactedError{msg: clean}
+	for _, k := range []error{context.DeadlineExceeded, context.Canceled, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNREFUSED, syscall.ECONNRESET} {
+		if errors.Is(err, k) {
+			r.kinds = append(r.kinds, k)
+		}
+	}
+	var ne net.Error
+	r.timeout = errors.As(err, &ne) && ne.Timeout()
+	return r
 }
+
+// redactedError is a transport error's scrubbed text. It keeps the
+// failure's kind for errors.Is (the standard sentinels it matched) and
+// Timeout, but not the original error, whose text still holds the secret.
+type redactedError struct {
+	msg     string
+	kinds   []error
+	timeout bool
+}
+
+func (e *redactedError) Error() string   { return e.msg }
+func (e *redactedError) Unwrap() []error { return e.kinds }
+func (e *redactedError) Timeout() bool   { return e.timeout }
+func (e *redactedError) Temporary() bool { return false }
 
 // redactToken replaces token in s where it stands as a whole value (not
 // inside a longer run of token characters): a short token must not blot
@@ -464,7 +491,9 @@ func redactToken(s, token string) string {
 			return b.String()
 		}
 		end := i + len(token)
-		whole := (i == 0 || !tokenChar(s[i-1]) || s[i-1] == '=') && (end == len(s) || !tokenChar(s[end]))
+		// A long token is a secret wherever it stands; a short one only
+		// as a whole value, so that it does not blot out words around it.
+		whole := len(token) >= longToken || (i == 0 || !tokenChar(s[i-1]) || s[i-1] == '=') && (end == len(s) || !tokenChar(s[end]))
 		b.WriteString(s[:i])
 		if whole {
 			b.WriteString("[redacted]")
@@ -474,6 +503,10 @@ func redactToken(s, token string) string {
 		s = s[end:]
 	}
 }
+
+// longToken is the length from which a token is redacted even inside a
+// longer run of token characters (an echo like "Bearer<tok>" or "tok=<tok>x").
+const longToken = 16
 
 // tokenChar: the characters a bearer token is made of (RFC 6750 b64token).
 func tokenChar(c byte) bool {
@@ -522,10 +555,10 @@ func (c *Client) getN(ctx context.Context, u *url.URL, maxAttempts int) (*respon
 			// only answers to money requests say the API is processing them.
 			return r, nil
 		case r.status == 429 || r.status >= 500:
-			last = c.apiError(r, "", token)
+			last = c.apiError(r, "", token, nil)
 			retryAfter = c.retryAfter(r.header)
 		default:
-			return r, c.apiError(r, "", token)
+			return r, c.apiError(r, "", token, nil)
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", u.Path, ctx.Err(), last)

@@ -93,15 +93,18 @@ var (
 	ErrOperationTooOld = errors.New("pagpolar: operation too old to send again")
 )
 
-// APIError is a non-2xx answer from the API. Its Raw body has every
-// occurrence of the access token removed.
+// APIError is a non-2xx answer from the API. Its text fields are scrubbed
+// before anyone sees them (scrub.go): the token the request was sent with
+// (plain, JSON- and URL-escaped), the operation's personal values, e-mail
+// addresses and runs of six or more digits are replaced by markers such as
+// "[redacted]", "[e-mail]" and "[number]". Error() prints only those.
 type APIError struct {
 	StatusCode int
 	Code       string // the API's error code, when its JSON body has one
-	Message    string // the API's human message, when its JSON body has one
+	Message    string // the API's human message, when its JSON body has one; scrubbed
 	RequestID  string // X-Request-Id
 	Key        string // Idempotency-Key of the request, if any
-	Raw        string // the body, truncated to 4 KiB, secrets removed
+	Raw        string // the body, scrubbed, then truncated to 4 KiB
 	FromAPI    bool   // the body is the API's JSON error (not an intermediary's page)
 }
 

@@ -305,6 +305,11 @@ func (e *exec) opErr(err error) error {
 // write outlives the caller's cancellation (bounded by 10 s): an answer that
 // arrived must be recorded even if the caller stopped waiting for it.
 func (e *exec) save(ctx context.Context) error {
+	if e.rec.Error != "" {
+		// The last filter: whatever a reason quotes (a status the API
+		// spelled, an event's field) goes without personal data (rule 8).
+		e.rec.Error = scrubStored(e.rec.Error, e.s.fpIn.privateFields())
+	}
 	if e.rec.State == keystore.StateSucceeded || e.rec.State == keystore.StateFailed {
 		e.rec.Meta = mustJSON(e.meta.settled())
 	} else {
@@ -337,7 +342,7 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 		token, terr := c.token(ctx)
 		if terr != nil {
 			// Nothing sent; every earlier attempt was proven unprocessed.
-			return nil, e.notExecuted(ctx, terr)
+			return nil, e.notExecuted(ctx, "nothing sent: "+describeErr(terr), terr)
 		}
 		if err := e.renewIfAged(ctx); err != nil {
 			return nil, err
@@ -361,7 +366,7 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 			e.lastReq = r.requestID
 			a.status, a.apiOwn, a.code = r.status, r.apiOwn, r.code
 			if r.status >= 300 {
-				apiErr = c.apiError(r, e.rec.Key, token)
+				apiErr = c.apiError(r, e.rec.Key, token, e.s.fpIn.privateFields())
 			}
 		} else {
 			var se *sendError
@@ -387,7 +392,7 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 
 		case vNotExecuted:
 			c.budget.onAnswer()
-			return nil, e.notExecuted(ctx, fmt.Errorf("%w (%s)", apiErr, misconfigured(apiErr.StatusCode)))
+			return nil, e.notExecuted(ctx, storedReason(apiErr)+" ("+misconfigured(apiErr.StatusCode)+")", fmt.Errorf("%w (%s)", apiErr, misconfigured(apiErr.StatusCode)))
 
 		case vRetry:
 			notProcessed++
@@ -400,11 +405,12 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 				ra = c.retryAfter(r.header)
 			}
 			if notProcessed >= p.MaxAttempts {
-				return nil, e.notExecuted(ctx, fmt.Errorf("gave up after %d attempts that were not processed: %w", notProcessed, last))
+				return nil, e.notExecuted(ctx, fmt.Sprintf("gave up after %d attempts that were not processed; last: %s", notProcessed, describeErr(last)),
+					fmt.Errorf("gave up after %d attempts that were not processed: %w", notProcessed, last))
 			}
 			if !c.budget.takeRetry() {
 				c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: cause})
-				return nil, e.notExecuted(ctx, fmt.Errorf("%w (last answer: %w)", ErrBudgetExhausted, last))
+				return nil, e.notExecuted(ctx, "retry budget exhausted; last: "+describeErr(last), fmt.Errorf("%w (last answer: %w)", ErrBudgetExhausted, last))
 			}
 			if bo == nil {
 				bo = p.NewBackOff()
@@ -415,7 +421,7 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 				return nil, err
 			}
 			if err := sleep(ctx, c.clock, w); err != nil {
-				return nil, e.notExecuted(ctx, fmt.Errorf("%w while waiting to resend (last answer: %w)", err, last))
+				return nil, e.notExecuted(ctx, describeErr(err)+" while waiting to resend; last: "+describeErr(last), fmt.Errorf("%w while waiting to resend (last answer: %w)", err, last))
 			}
 			e.retries++
 
@@ -425,7 +431,7 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 			if apiErr != nil {
 				e.rec.Error = storedReason(apiErr)
 			} else if err != nil {
-				e.rec.Error = oneLine(err.Error())
+				e.rec.Error = describeErr(err)
 			}
 			if serr := e.save(ctx); serr != nil {
 				return nil, e.unknownErr(serr.Error(), serr)
@@ -800,8 +806,11 @@ func storedReason(e *APIError) string {
 	return r
 }
 
-func (e *exec) notExecuted(ctx context.Context, cause error) error {
-	e.rec.State, e.rec.Error = keystore.StateNotExecuted, oneLine(cause.Error())
+// notExecuted records that nothing was executed. reason is what the record
+// keeps: the SDK's own words, with statuses and codes but no API text
+// (describeErr); cause is what the caller gets.
+func (e *exec) notExecuted(ctx context.Context, reason string, cause error) error {
+	e.rec.State, e.rec.Error = keystore.StateNotExecuted, reason
 	if err := e.saveOutcome(ctx); err != nil {
 		e.c.log.WarnContext(ctx, "pagpolar: could not record not_executed", "op", e.s.id, "err", err)
 	}
@@ -954,10 +963,12 @@ func (e *exec) trustedNotFound(ctx context.Context, resend bool) (*settled, erro
 	}
 	if !c.budget.takeRetry() {
 		c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: "trusted-not-found"})
-		return nil, e.notExecuted(ctx, fmt.Errorf("%w: lookup proved the request was not executed; call again to send", ErrBudgetExhausted))
+		err := fmt.Errorf("%w: lookup proved the request was not executed; call again to send", ErrBudgetExhausted)
+		return nil, e.notExecuted(ctx, err.Error(), err)
 	}
 	if e.retries >= p.MaxAttempts {
-		return nil, e.notExecuted(ctx, fmt.Errorf("lookup proved the request was not executed after %d resends; call again to send", e.retries))
+		err := fmt.Errorf("lookup proved the request was not executed after %d resends; call again to send", e.retries)
+		return nil, e.notExecuted(ctx, err.Error(), err)
 	}
 	e.retries++
 	c.emit(ctx, Event{Kind: EventRetry, OperationID: e.s.id, Key: e.rec.Key, Cause: "trusted-not-found"})

@@ -1,10 +1,34 @@
 package pagpolar
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"regexp"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
+
+// What an answer says leaves the SDK only scrubbed (issue 17). An error
+// body may echo the bearer token (gateways and WAFs do: "invalid token
+// <tok>") and whatever the request carried (a name, an e-mail, a CPF).
+//
+//   - scrubAnswer removes the token that was sent with the request (the one
+//     the caller's request carried, never a token fetched again), in its
+//     plain, JSON-escaped and URL-escaped forms; the operation's private
+//     field values; anything shaped like an e-mail address; and every run
+//     of six or more digits. APIError.Message and APIError.Raw are built
+//     with it, so Error(), logs and Hook events never see the raw text.
+//   - Stored reasons (Record.Error) are the SDK's own words with a status
+//     and a code (storedReason, describeErr); the only API text a record
+//     keeps is the refusal message of a failed operation, through
+//     storedMessage.
+//   - scrubStored is the last filter on every reason before it is written.
 
 // The API's own error message is kept in the record (rule 8's "reason"),
 // so that `ops show` and a repeated call say why an operation failed. It
@@ -23,17 +47,28 @@ var (
 
 // storedMessage is msg fit for the key store.
 func storedMessage(msg string, private []string) string {
-	msg = oneLine(msg)
+	return truncate(scrubPersonal(oneLine(msg), private), maxStoredMessage)
+}
+
+// scrubAnswer is an answer's text (an error body or the message parsed
+// from it) with the sent token and personal data removed.
+func scrubAnswer(s, token string, private []string) string {
+	return scrubPersonal(redactSecret(s, token), private)
+}
+
+// scrubPersonal removes the private values, e-mail-like strings and runs
+// of six or more digits (documents, card numbers, phones) from s.
+func scrubPersonal(s string, private []string) string {
 	for _, v := range private {
 		if len(v) < 3 {
 			continue
 		}
-		msg = replaceFold(msg, v, "[redacted]")
+		s = replaceFold(s, v, "[redacted]")
 	}
-	msg = emailLike.ReplaceAllString(msg, "[e-mail]")
-	msg = digitsLike.ReplaceAllStringFunc(msg, func(s string) string {
+	s = emailLike.ReplaceAllString(s, "[e-mail]")
+	return digitsLike.ReplaceAllStringFunc(s, func(m string) string {
 		n := 0
-		for _, r := range s {
+		for _, r := range m {
 			if r >= '0' && r <= '9' {
 				n++
 			}
@@ -41,17 +76,98 @@ func storedMessage(msg string, private []string) string {
 		if n >= 6 {
 			return "[number]"
 		}
-		return s
+		return m
 	})
-	if len(msg) > maxStoredMessage {
-		cut := maxStoredMessage
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
-	}
-	return msg
 }
+
+// scrubStored is the last filter on a reason about to be stored: one line,
+// no personal data, bounded.
+func scrubStored(s string, private []string) string {
+	return truncate(scrubPersonal(oneLine(s), private), maxStoredReason)
+}
+
+// maxStoredReason bounds Record.Error.
+const maxStoredReason = 400
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// redactSecret removes token from s in the forms an echo takes: as sent,
+// JSON-escaped (Go's escapes, and "/" as "\/") and URL-escaped.
+func redactSecret(s, token string) string {
+	if token == "" {
+		return s
+	}
+	forms := []string{token}
+	if b, err := json.Marshal(token); err == nil {
+		if j := string(b[1 : len(b)-1]); j != token {
+			forms = append(forms, j)
+		}
+	}
+	if j := strings.ReplaceAll(token, "/", `\/`); j != token {
+		forms = append(forms, j)
+	}
+	if q := url.QueryEscape(token); q != token {
+		forms = append(forms, q)
+	}
+	if q := url.PathEscape(token); q != token {
+		forms = append(forms, q)
+	}
+	for _, f := range forms {
+		s = redactToken(s, f)
+	}
+	return s
+}
+
+// describeErr says what kind of failure err is, in the SDK's own words: a
+// status and a code for an API answer, a kind for a transport failure,
+// never the text of an answer or of an error built from one.
+func describeErr(err error) string {
+	var apiErr *APIError
+	var ne net.Error
+	var te *tokenError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &apiErr):
+		return storedReason(apiErr)
+	case errors.As(err, &te):
+		return "the token source failed"
+	case errors.Is(err, ErrBudgetExhausted):
+		return "retry budget exhausted"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "transport error: timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "transport error: connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "transport error: connection reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "transport error: connection closed before a complete answer"
+	}
+	var se *sendError
+	if errors.As(err, &se) {
+		return "transport error"
+	}
+	return "error"
+}
+
+// tokenError is a failure of the caller's TokenSource.
+type tokenError struct{ err error }
+
+func (e *tokenError) Error() string { return fmt.Sprintf("pagpolar: token source: %v", e.err) }
+func (e *tokenError) Unwrap() error { return e.err }
 
 // replaceFold replaces every case-insensitive occurrence of old.
 func replaceFold(s, old, repl string) string {
