@@ -71,6 +71,7 @@ type Client struct {
 	base         *url.URL
 	http         *http.Client
 	tokens       TokenSource
+	sent         sentTokens // the last tokens sent, removed from text made of answers (scrub.go)
 	credentialID string
 	store        keystore.Store
 	policy       RetryPolicy
@@ -282,6 +283,9 @@ func NewClient(credentialID string, tokens TokenSource, opts ...Option) (*Client
 	c.Payments = &PaymentsService{c: c}
 	c.Refunds = &RefundsService{c: c}
 	c.Subscriptions = &SubscriptionsService{c: c}
+	if st, ok := tokens.(StaticToken); ok {
+		c.sent.add(string(st))
+	}
 	return c, nil
 }
 
@@ -352,7 +356,7 @@ func (c *Client) send(ctx context.Context, method string, u *url.URL, body []byt
 // hangs must not hold a lease past its renewal.
 func (c *Client) token(ctx context.Context) (string, error) {
 	if st, ok := c.tokens.(StaticToken); ok {
-		return string(st), nil // cannot hang
+		return string(st), nil // cannot hang; remembered by NewClient
 	}
 	tctx, cancel := context.WithTimeout(ctx, c.policy.AttemptTimeout)
 	defer cancel()
@@ -360,6 +364,7 @@ func (c *Client) token(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &tokenError{err: err}
 	}
+	c.sent.add(tok)
 	return tok, nil
 }
 
@@ -414,7 +419,7 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 		status:    resp.StatusCode,
 		header:    resp.Header,
 		body:      b,
-		requestID: resp.Header.Get(wire.HeaderRequestID),
+		requestID: requestID(resp.Header.Get(wire.HeaderRequestID), token),
 		replayed:  strings.EqualFold(resp.Header.Get(wire.HeaderReplayed), "true"),
 	}
 	if r.status >= 300 {
@@ -434,11 +439,18 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 // private (the operation's personal values) are removed from Message and
 // Raw before anything else can see them (scrub.go).
 func (c *Client) apiError(r *response, key, token string, private []string) *APIError {
+	const maxRaw = 4096
 	e := &APIError{StatusCode: r.status, RequestID: r.requestID, Key: key, Code: r.code, FromAPI: r.apiOwn}
 	e.Message = scrubAnswer(r.message, token, private)
 	e.Code = scrubAnswer(r.code, token, private)
-	// Scrubbed before it is cut: a cut must not leave half a token behind.
-	e.Raw = truncate(scrubAnswer(string(r.body), token, private), 4096)
+	// Scrubbed before the final cut (a cut must not leave half a token
+	// behind), after a first cut with room for the longest echo: a huge
+	// body is not worth scrubbing whole.
+	body := r.body
+	if max := maxRaw + 8*len(token) + 256; len(body) > max {
+		body = body[:max]
+	}
+	e.Raw = truncate(scrubAnswer(string(body), token, private), maxRaw)
 	return e
 }
 
@@ -447,9 +459,12 @@ func (c *Client) apiError(r *response, key, token string, private []string) *API
 // "malformed HTTP response \"…\""), so personal data goes too.
 func redact(err error, token string) error {
 	msg := err.Error()
-	clean := scrubAnswer(msg, token, nil)
+	clean := redactSecret(msg, token)
+	if strings.Contains(clean, "malformed HTTP") {
+		clean = scrubPersonal(clean, nil) // the server's bytes, quoted
+	}
 	if clean == msg {
-		return err
+		return err // the original, with its types (*url.Error, *net.OpError)
 	}
 	r := &redactedError{msg: clean}
 	for _, k := range []error{context.DeadlineExceeded, context.Canceled, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNREFUSED, syscall.ECONNRESET} {
@@ -491,9 +506,11 @@ func redactToken(s, token string) string {
 			return b.String()
 		}
 		end := i + len(token)
-		// A long token is a secret wherever it stands; a short one only
-		// as a whole value, so that it does not blot out words around it.
-		whole := len(token) >= longToken || (i == 0 || !tokenChar(s[i-1]) || s[i-1] == '=') && (end == len(s) || !tokenChar(s[end]))
+		// A token of longToken bytes or more is a secret wherever it
+		// stands; a shorter one only as a whole value, so that it does not
+		// blot out words around it (a full stop after it ends it too).
+		whole := len(token) >= longToken || (i == 0 || !tokenChar(s[i-1]) || s[i-1] == '=') &&
+			(end == len(s) || !tokenChar(s[end]) || s[end] == '.' && (end+1 == len(s) || !tokenChar(s[end+1])))
 		b.WriteString(s[:i])
 		if whole {
 			b.WriteString("[redacted]")
@@ -506,7 +523,24 @@ func redactToken(s, token string) string {
 
 // longToken is the length from which a token is redacted even inside a
 // longer run of token characters (an echo like "Bearer<tok>" or "tok=<tok>x").
-const longToken = 16
+const longToken = 8
+
+// requestID is the X-Request-Id header kept for errors and records: the
+// sent token removed, and only if it still looks like an ID (at most 128
+// bytes of letters, digits and ._:-), since a gateway may echo anything.
+func requestID(h, token string) string {
+	h = redactSecret(strings.TrimSpace(h), token)
+	if len(h) > 128 {
+		return ""
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:-", c) >= 0) {
+			return ""
+		}
+	}
+	return h
+}
 
 // tokenChar: the characters a bearer token is made of (RFC 6750 b64token).
 func tokenChar(c byte) bool {

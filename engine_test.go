@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -787,4 +788,66 @@ func TestSafetyRule13_ForgottenStoreSendsNothing(t *testing.T) {
 	if _, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-after", Customer: goodCustomer}); err != nil {
 		t.Fatalf("after AcceptLoss: %v", err)
 	}
+}
+
+// lostCreateReply is a store whose next Create writes the record and then
+// answers an error, as a connection lost after the commit does.
+type lostCreateReply struct {
+	keystore.Store
+	armed atomic.Bool
+}
+
+func (s *lostCreateReply) Create(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
+	got, err := s.Store.Create(ctx, rec, owner, ttl)
+	if err == nil && s.armed.CompareAndSwap(true, false) {
+		return keystore.Record{}, fmt.Errorf("connection reset after the write: %w", keystore.ErrUnavailable)
+	}
+	return got, err
+}
+
+// TestLostCreateReplySendsNothingAndFreesTheLease (issue 12): a Create
+// whose reply is lost after it wrote the record ends the call with
+// ErrStoreUnavailable and nothing sent; the record's lease is released, so
+// the next call (another worker's too) takes it at once instead of waiting
+// a LeaseTTL, sends once, and the ledger holds one sale.
+func TestLostCreateReplySendsNothingAndFreesTheLease(t *testing.T) {
+	f := newFixture(t, nil)
+	ls := &lostCreateReply{Store: f.store}
+	ls.armed.Store(true)
+	c, err := NewClient(f.srv.CredentialID, StaticToken(f.srv.Token), WithBaseURL(f.srv.URL), WithStore(ls), WithClock(f.srv.Clock),
+		WithRetryPolicy(testPolicy()), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warmClock(f, c)
+	p := PixParams{OperationID: "order-lost-create", OfferID: "offer-basic", ExternalReference: "order-lost-create", Customer: goodCustomer}
+	before := f.posts("pix")
+	_, err = c.Payments.Pix(f.ctx, p)
+	if !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("want ErrStoreUnavailable, got %v", err)
+	}
+	if got := f.posts("pix"); got != before {
+		t.Fatalf("%d PIX requests sent after a lost Create reply, want 0", got-before)
+	}
+	rec, err := f.store.Get(f.ctx, RecordID(f.srv.CredentialID, p.OperationID))
+	if err != nil {
+		t.Fatalf("the record the lost reply wrote: %v", err)
+	}
+	if rec.LeaseOwner != "" && rec.LeaseExpiresAt.After(f.srv.Clock.Now()) {
+		t.Fatalf("the lease is still held by %q until %s: the next call would wait a LeaseTTL", rec.LeaseOwner, rec.LeaseExpiresAt)
+	}
+	// Another worker (same store) charges it now, once.
+	other := f.client(t, WithStore(f.store))
+	warmClock(f, other)
+	sale, err := other.Payments.Pix(f.ctx, p)
+	if err != nil {
+		t.Fatalf("the next call: %v", err)
+	}
+	if sale.Sale == nil || sale.Sale.ID == "" || f.successful("sale") != 1 {
+		t.Fatalf("no sale after the next call: %+v", sale)
+	}
+	if got := f.posts("pix") - before; got != 1 {
+		t.Fatalf("%d PIX requests in all, want 1", got)
+	}
+	f.assertNoDuplicates(t)
 }

@@ -308,7 +308,7 @@ func (e *exec) save(ctx context.Context) error {
 	if e.rec.Error != "" {
 		// The last filter: whatever a reason quotes (a status the API
 		// spelled, an event's field) goes without personal data (rule 8).
-		e.rec.Error = scrubStored(e.rec.Error, e.s.fpIn.privateFields())
+		e.rec.Error = scrubStored(e.c.sent.redact(e.rec.Error), e.s.fpIn.privateFields())
 	}
 	if e.rec.State == keystore.StateSucceeded || e.rec.State == keystore.StateFailed {
 		e.rec.Meta = mustJSON(e.meta.settled())
@@ -536,11 +536,12 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 	case attrOursRefused:
 		return nil, e.refused(ctx, eff, why, src)
 	case attrOther:
+		why = e.c.scrub(why, e.s.fpIn.privateFields())
 		// Rule 7: the replay is the first answer ever given for our key,
 		// and it is provably for another request. Nothing of ours was
 		// created under this key.
-		e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, "", "key collision: "+oneLine(why)
-		e.rec.Result = mustJSON(storedFailure{Why: "collision", Message: oneLine(why)})
+		e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, "", "key collision: "+why
+		e.rec.Result = mustJSON(storedFailure{Why: "collision", Message: scrubStored(why, nil)})
 		out := fmt.Errorf("%w: the API replayed another request's answer for this operation's key: %s", ErrParamsMismatch, why)
 		if serr := e.saveOutcome(ctx); serr != nil {
 			return nil, e.notRecorded(out, serr)
@@ -555,7 +556,8 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 		e.meta.noteUnclear([]string{eff.ID})
 	}
 	e.trustFrom(c.clock.Now(), c.policy.SettleDelay)
-	e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+oneLine(why)
+	why = e.c.scrub(why, e.s.fpIn.privateFields())
+	e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+why
 	if serr := e.save(ctx); serr != nil {
 		return nil, e.unknownErr(serr.Error(), serr)
 	}
@@ -696,8 +698,9 @@ func (e *exec) refused(ctx context.Context, eff effect, why string, src Source) 
 	if eff.kind == effSale || eff.kind == effSubscription {
 		sentinel, kind = ErrDeclined, "declined"
 	}
-	e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, eff.ID, oneLine(why)
-	e.rec.Result = mustJSON(storedFailure{Status: http.StatusPaymentRequired, Code: kind, Message: oneLine(why), Why: kind})
+	why = e.c.scrub(why, e.s.fpIn.privateFields())
+	e.rec.State, e.rec.ResultRef, e.rec.Error = keystore.StateFailed, eff.ID, why
+	e.rec.Result = mustJSON(storedFailure{Status: http.StatusPaymentRequired, Code: kind, Message: scrubStored(why, nil), Why: kind})
 	serr := e.saveOutcome(ctx)
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: src})
 	out := fmt.Errorf("%w: %s (%s)", sentinel, why, src)
@@ -818,14 +821,16 @@ func (e *exec) notExecuted(ctx context.Context, reason string, cause error) erro
 	return e.opErr(cause)
 }
 
+// unknownErr builds the outcome-unknown error; its reason and cause are
+// scrubbed (they may quote answers: scrub.go).
 func (e *exec) unknownErr(reason string, err error) error {
-	return &OutcomeUnknownError{OperationID: e.s.id, Key: e.rec.Key, Reason: reason, Err: err, SettleAfter: e.meta.TrustAfter}
+	return &OutcomeUnknownError{OperationID: e.s.id, Key: e.rec.Key, Reason: e.c.scrub(reason, e.s.fpIn.privateFields()), Err: e.scrubErr(err), SettleAfter: e.meta.TrustAfter}
 }
 
 // unknownSaved ends the call with "outcome unknown" and writes why into
 // the record (best effort), for ops show and the next call.
 func (e *exec) unknownSaved(ctx context.Context, reason string, err error, ref string) error {
-	e.rec.State, e.rec.Error = keystore.StateUnknown, "outcome unknown: "+oneLine(reason)
+	e.rec.State, e.rec.Error = keystore.StateUnknown, "outcome unknown: "+reason
 	_ = e.save(ctx)
 	u := e.unknownErr(reason, err).(*OutcomeUnknownError)
 	u.Ref = ref
@@ -887,7 +892,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		// moment is conclusive.
 		conclusive := e.trusted(c.clock.Now())
 		lo, err := c.lookup(ctx, e.s.kind, e.s.id, e.meta)
-		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: err})
+		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: e.scrubErr(err)})
 		if err == nil {
 			switch lo.kind {
 			case lookupSucceeded:

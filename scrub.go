@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 )
@@ -45,10 +47,14 @@ var (
 	digitsLike = regexp.MustCompile(`\d[\d.\-/ ]{4,}\d`)
 )
 
-// storedMessage is msg fit for the key store.
+// storedMessage is msg fit for the key store: scrubbed first, cut last (a
+// cut must not leave half an e-mail that no longer looks like one).
 func storedMessage(msg string, private []string) string {
-	return truncate(scrubPersonal(oneLine(msg), private), maxStoredMessage)
+	return truncate(scrubPersonal(joinLines(msg), private), maxStoredMessage)
 }
+
+// joinLines is s on one line, whitespace runs made one space; not cut.
+func joinLines(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // scrubAnswer is an answer's text (an error body or the message parsed
 // from it) with the sent token and personal data removed.
@@ -60,10 +66,9 @@ func scrubAnswer(s, token string, private []string) string {
 // of six or more digits (documents, card numbers, phones) from s.
 func scrubPersonal(s string, private []string) string {
 	for _, v := range private {
-		if len(v) < 3 {
-			continue
+		for _, f := range privateForms(v) {
+			s = replaceFold(s, f, "[redacted]")
 		}
-		s = replaceFold(s, v, "[redacted]")
 	}
 	s = emailLike.ReplaceAllString(s, "[e-mail]")
 	return digitsLike.ReplaceAllStringFunc(s, func(m string) string {
@@ -80,10 +85,124 @@ func scrubPersonal(s string, private []string) string {
 	})
 }
 
+// privateForms are the spellings of a private value an answer may echo: as
+// is, JSON-escaped to ASCII ("\u00e3", Python's default), HTML-escaped,
+// and for a name each of its words of four letters or more.
+func privateForms(v string) []string {
+	v = strings.TrimSpace(v)
+	if len(v) < 3 {
+		return nil
+	}
+	forms := []string{v}
+	add := func(f string) {
+		for _, g := range forms {
+			if g == f {
+				return
+			}
+		}
+		forms = append(forms, f)
+	}
+	add(jsonASCII(v))
+	add(html.EscapeString(v))
+	if strings.ContainsRune(v, ' ') {
+		for _, w := range strings.Fields(v) {
+			if utf8.RuneCountInString(w) >= 4 {
+				add(w)
+				add(jsonASCII(w))
+			}
+		}
+	}
+	return forms
+}
+
+// jsonASCII is s with every non-ASCII rune as a JSON \uXXXX escape.
+func jsonASCII(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16Pair(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+func utf16Pair(r rune) (rune, rune) {
+	r -= 0x10000
+	return 0xD800 + (r>>10)&0x3FF, 0xDC00 + r&0x3FF
+}
+
+// sentTokens remembers the last tokens a client sent, so that text built
+// from an answer away from its send (a lookup's reason, an attribution
+// note, an event) has them removed too. They are in memory already.
+type sentTokens struct {
+	mu   sync.Mutex
+	toks [4]string
+	next int
+}
+
+func (st *sentTokens) add(tok string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, t := range st.toks {
+		if t == tok {
+			return
+		}
+	}
+	st.toks[st.next%len(st.toks)] = tok
+	st.next++
+}
+
+func (st *sentTokens) redact(s string) string {
+	st.mu.Lock()
+	toks := st.toks
+	st.mu.Unlock()
+	for _, t := range toks {
+		s = redactSecret(s, t)
+	}
+	return s
+}
+
+// scrub is s with every token the client sent lately and the personal
+// data removed: for text made from answers (reasons, notes).
+func (c *Client) scrub(s string, private []string) string {
+	return scrubPersonal(c.sent.redact(s), private)
+}
+
+// scrubbedErr shows a scrubbed text over an error (a lookup's, in an
+// outcome-unknown error or an event) and unwraps to it, so errors.Is/As
+// still match the API error or the sentinel. The original's own text is
+// scrubbed of the token and of patterns already (apiError); only a private
+// value a plain read could not know is left in it.
+type scrubbedErr struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedErr) Error() string { return e.msg }
+func (e *scrubbedErr) Unwrap() error { return e.err }
+
+// scrubErr wraps err when its text needs scrubbing.
+func (e *exec) scrubErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if clean := e.c.scrub(msg, e.s.fpIn.privateFields()); clean != msg {
+		return &scrubbedErr{msg: clean, err: err}
+	}
+	return err
+}
+
 // scrubStored is the last filter on a reason about to be stored: one line,
 // no personal data, bounded.
 func scrubStored(s string, private []string) string {
-	return truncate(scrubPersonal(oneLine(s), private), maxStoredReason)
+	return truncate(scrubPersonal(joinLines(s), private), maxStoredReason)
 }
 
 // maxStoredReason bounds Record.Error.
