@@ -1,0 +1,292 @@
+package apicheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+)
+
+// Report is what a run found.
+type Report struct {
+	RunID      string    `json:"run_id"`
+	BaseURL    string    `json:"base_url"`
+	SDKVersion string    `json:"sdk_version"`
+	Started    time.Time `json:"started"`
+	Calls      int       `json:"calls"`
+	Items      []Item    `json:"items"`
+	Paths      []*Path   `json:"paths"`
+	Created    []Created `json:"created"`
+}
+
+// Item is one assumed shape and what the run found.
+type Item struct {
+	ID         string `json:"id"`
+	Assumed    string `json:"assumed"`
+	Documented bool   `json:"documented,omitempty"`
+	Status     Status `json:"status"`
+	// Observed is, when the status is not confirmed, what was seen and
+	// where (the first such answer), and in how many of the answers that
+	// showed the shape.
+	Observed string `json:"observed,omitempty"`
+	Seen     int    `json:"seen"` // answers that showed it
+	// SDK is how the SDK acted on the paths that depend on this shape:
+	// "settles (...)" or "ends unknown on PATH: reason"; "-" when no path
+	// of the check depends on it.
+	SDK string `json:"sdk"`
+	// EndsUnknown: a path that depends on it did not settle.
+	EndsUnknown bool `json:"ends_unknown,omitempty"`
+}
+
+// Outcomes of a path.
+const (
+	OutcomeSettled    = "settled"    // the SDK settled the operation as the check expected
+	OutcomeUnknown    = "unknown"    // ErrOutcomeUnknown
+	OutcomeUnexpected = "unexpected" // settled otherwise than expected, or another error
+)
+
+// Path is one SDK call of the check and how it ended.
+type Path struct {
+	Name        string `json:"name"` // e.g. "pix/lost-answer": a PIX whose answer was lost, settled by lookup
+	OperationID string `json:"operation_id"`
+	Outcome     string `json:"outcome"`
+	Detail      string `json:"detail"`
+}
+
+// Created is something the run created on the API.
+type Created struct {
+	Kind        string `json:"kind"` // sale, refund, subscription, plan_change
+	ID          string `json:"id"`
+	Route       string `json:"route"`
+	Step        string `json:"step"`
+	Reference   string `json:"external_reference,omitempty"`
+	Amount      string `json:"amount,omitempty"` // as the API wrote it
+	Status      string `json:"status,omitempty"`
+	Idempotency string `json:"idempotency_key,omitempty"`
+}
+
+// Exit codes of `pagpolar check` (ExitCode).
+const (
+	ExitConfirmed = 0 // every shape the run could exercise is as assumed, every path settled
+	ExitDiffers   = 1 // some shape differs or is absent; the SDK settled every path anyway
+	ExitUsage     = 2 // bad usage, refused URL, or the API could not be reached (Run's error)
+	ExitUnknown   = 3 // some SDK path did not settle (ended unknown, or otherwise than expected)
+)
+
+// ExitCode is the run's verdict: ExitUnknown, ExitDiffers or
+// ExitConfirmed (not exercised shapes do not count).
+func (r *Report) ExitCode() int {
+	for _, p := range r.Paths {
+		if p.Outcome != OutcomeSettled {
+			return ExitUnknown
+		}
+	}
+	for _, it := range r.Items {
+		if it.Status == Differs || it.Status == Absent {
+			return ExitDiffers
+		}
+	}
+	return ExitConfirmed
+}
+
+// Item returns the item with id.
+func (r *Report) Item(id string) (Item, bool) {
+	for _, it := range r.Items {
+		if it.ID == id {
+			return it, true
+		}
+	}
+	return Item{}, false
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report for people.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "pagpolar check %s against %s (SDK %s, %d calls)\n\n", r.RunID, r.BaseURL, r.SDKVersion, r.Calls)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHAPE\tSTATUS\tOBSERVED\tSDK")
+	for _, it := range r.Items {
+		obs := it.Observed
+		if obs == "" {
+			obs = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, it.Status, clip(obs, 90), clip(it.SDK, 90))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nSDK paths (each a real call through the SDK):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range r.Paths {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, p.Outcome, clip(p.Detail, 140))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nCreated on the API (references start with pagpolar-check-"+r.RunID+"-):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range r.Created {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tamount %s\tstatus %s\t%s\n", c.Kind, c.ID, c.Reference, orDash(c.Amount), orDash(c.Status), c.Step)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	counts := map[Status]int{}
+	for _, it := range r.Items {
+		counts[it.Status]++
+	}
+	verdict := map[int]string{
+		ExitConfirmed: "every shape exercised is as assumed",
+		ExitDiffers:   "some shapes differ; the SDK settled every path anyway",
+		ExitUnknown:   "some SDK path did not settle: see the paths above",
+	}[r.ExitCode()]
+	fmt.Fprintf(w, "\n%d confirmed, %d differ, %d absent, %d not exercised: %s (exit %d)\n",
+		counts[Confirmed], counts[Differs], counts[Absent], counts[NotExercised], verdict, r.ExitCode())
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// finish builds the report from the recorded exchanges and paths.
+func (r *runner) finish() {
+	o := r.observe()
+	r.rep.Calls = len(r.rec.exchanges())
+	for _, d := range defs {
+		it := Item{ID: d.id, Assumed: d.assumed, Documented: d.documented}
+		list := o.by[d.id]
+		it.Seen = len(list)
+		it.Status, it.Observed = aggregate(list)
+		it.SDK, it.EndsUnknown = r.sdkColumn(d.paths)
+		r.rep.Items = append(r.rep.Items, it)
+	}
+	r.rep.Created = r.created()
+}
+
+func aggregate(list []obs) (Status, string) {
+	if len(list) == 0 {
+		return NotExercised, ""
+	}
+	n := map[Status]int{}
+	var firstDiff, firstAbsent *obs
+	for i := range list {
+		n[list[i].st]++
+		switch {
+		case list[i].st == Differs && firstDiff == nil:
+			firstDiff = &list[i]
+		case list[i].st == Absent && firstAbsent == nil:
+			firstAbsent = &list[i]
+		}
+	}
+	of := func(k int) string { return fmt.Sprintf(" [%d of %d answers]", k, len(list)) }
+	switch {
+	case firstDiff != nil:
+		return Differs, firstDiff.value + " at " + firstDiff.where + of(n[Differs])
+	case n[Absent] == len(list):
+		return Absent, "missing at " + firstAbsent.where + of(n[Absent])
+	case firstAbsent != nil:
+		return Differs, "missing at " + firstAbsent.where + of(n[Absent])
+	}
+	return Confirmed, ""
+}
+
+// sdkColumn says how the SDK acted on the given paths.
+func (r *runner) sdkColumn(paths []string) (string, bool) {
+	if len(paths) == 0 {
+		return "-", false
+	}
+	var settled, bad []string
+	badDetail := ""
+	for _, name := range paths {
+		p, ok := r.paths[name]
+		if !ok {
+			continue
+		}
+		if p.Outcome == OutcomeSettled {
+			settled = append(settled, name)
+			continue
+		}
+		if badDetail == "" {
+			badDetail = p.Outcome + " on " + name + ": " + p.Detail
+		}
+		bad = append(bad, name)
+	}
+	switch {
+	case len(bad) > 0:
+		s := "ends " + badDetail
+		if len(bad) > 1 {
+			s += fmt.Sprintf(" (also %s)", strings.Join(bad[1:], ", "))
+		}
+		return s, true
+	case len(settled) > 0:
+		return "settles (" + strings.Join(settled, ", ") + ")", false
+	}
+	return "not run", false
+}
+
+// created lists every effect the run's fresh 2xx answers created.
+func (r *runner) created() []Created {
+	var out []Created
+	for _, x := range r.rec.exchanges() {
+		if x.method != http.MethodPost || x.status < 200 || x.status >= 300 || x.replayed() {
+			continue
+		}
+		route, kind := routeOf(x)
+		c := Created{Route: route, Step: x.step, Idempotency: x.key}
+		switch kind {
+		case "pix", "boleto", "card":
+			c.Kind = "sale"
+		case "subscribe":
+			c.Kind = "subscription"
+		case "plan-change":
+			c.Kind = "plan_change"
+		case "refund":
+			c.Kind = "refund"
+		default:
+			c.Kind = "unknown"
+		}
+		if obj, err := wire.ParseObject(x.body); err == nil {
+			c.ID, _ = obj.Str(wire.FieldID)
+			c.Reference, _ = obj.Str(wire.FieldExternalReference)
+			c.Status, _ = obj.Str(wire.FieldStatus)
+			if v, ok := obj.Get("amount"); ok {
+				c.Amount = strings.TrimSpace(string(v))
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (r *runner) createdSummary() string {
+	var parts []string
+	for _, c := range r.created() {
+		parts = append(parts, c.Kind+" "+c.ID)
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
