@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -79,6 +80,8 @@ type Config struct {
 	// defaults, right for a real API). Shorten its windows only against a
 	// fake configured the same way.
 	Policy *pagpolar.RetryPolicy
+	// Logger receives the SDK clients' logs (default: none).
+	Logger *slog.Logger
 	// Progress, if set, is called with one line per step.
 	Progress func(line string)
 }
@@ -224,6 +227,11 @@ func (r *runner) client() (*pagpolar.Client, *tap, error) {
 		pagpolar.WithStore(keystore.NewMemory()),
 		pagpolar.WithHTTPClient(&http.Client{Transport: t}),
 		pagpolar.WithUserAgent("pagpolar-check/" + pagpolar.Version),
+	}
+	if r.cfg.Logger != nil {
+		opts = append(opts, pagpolar.WithLogger(r.cfg.Logger))
+	} else {
+		opts = append(opts, pagpolar.WithLogger(slog.New(slog.DiscardHandler)))
 	}
 	if r.cfg.Policy != nil {
 		opts = append(opts, pagpolar.WithRetryPolicy(*r.cfg.Policy))

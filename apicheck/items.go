@@ -427,7 +427,9 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 		obj.Range(func(k string, _ json.RawMessage) { keys = append(keys, k) })
 		o.add("error.shape", Differs, fmt.Sprintf("%d with members {%s}", x.status, strings.Join(keys, ", ")), where)
 	}
-	if cst == wire.Read {
+	if cst != wire.Read {
+		o.add("error.codes", Absent, "", where)
+	} else {
 		if wire.KnownErrorCodes[code] {
 			o.add("error.codes", Confirmed, "", where)
 		} else {

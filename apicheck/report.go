@@ -267,7 +267,10 @@ func (r *runner) created() []Created {
 		default:
 			c.Kind = "unknown"
 		}
-		if obj, err := wire.ParseObject(x.body); err == nil {
+		if obj, err := wire.ParseObject(x.body); err == nil && kind == "plan-change" && looksLikeSubscription(obj) {
+			sub, _ := obj.Str(wire.FieldID)
+			c.Status = "answered with subscription " + sub
+		} else if err == nil {
 			c.ID, _ = obj.Str(wire.FieldID)
 			c.Reference, _ = obj.Str(wire.FieldExternalReference)
 			c.Status, _ = obj.Str(wire.FieldStatus)
@@ -277,7 +280,50 @@ func (r *runner) created() []Created {
 		}
 		out = append(out, c)
 	}
+	// Plan changes answered with the subscription: their identifiers are
+	// the subscription's plan changes the run did not otherwise see.
+	listed := map[string]bool{}
+	for _, c := range out {
+		listed[c.ID] = true
+	}
+	var unseen []string
+	for _, id := range r.planChangeIDs() {
+		if !listed[id] {
+			unseen = append(unseen, id)
+			listed[id] = true
+		}
+	}
+	for i := range out {
+		if out[i].Kind == "plan_change" && out[i].ID == "" && len(unseen) > 0 {
+			out[i].ID, unseen = unseen[0], unseen[1:]
+			out[i].Status += " (identifier from GET /subscriptions/{id})"
+		}
+	}
 	return out
+}
+
+// planChangeIDs are the plan changes GET /subscriptions/{id} listed last.
+func (r *runner) planChangeIDs() []string {
+	var ids []string
+	for _, x := range r.rec.exchanges() {
+		if _, kind := routeOf(x); kind != "subscription" || x.status != http.StatusOK {
+			continue
+		}
+		obj, err := wire.ParseObject(x.body)
+		if err != nil {
+			continue
+		}
+		items, _ := obj.Array(wire.FieldPlanChanges)
+		ids = ids[:0]
+		for _, it := range items {
+			if pc, err := wire.ParseObject(it); err == nil {
+				if id, _ := pc.Str(wire.FieldID); id != "" {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return ids
 }
 
 func (r *runner) createdSummary() string {
