@@ -54,8 +54,8 @@ import (
 
 // Config says where and with what to run the check.
 type Config struct {
-	BaseURL      string              // the API's base URL, ending in /v1 (PAGPOLAR_BASE_URL)
-	CredentialID string              // PAGPOLAR_CREDENTIAL_ID
+	BaseURL      string               // the API's base URL, ending in /v1 (PAGPOLAR_BASE_URL)
+	CredentialID string               // PAGPOLAR_CREDENTIAL_ID
 	Token        pagpolar.TokenSource // PAGPOLAR_TOKEN
 
 	OfferID     string // an offer for the charges: the cheapest one the account has (PAGPOLAR_OFFER_ID)
@@ -73,8 +73,8 @@ type Config struct {
 	// production (IsProductionURL). It charges real money there.
 	AllowProduction bool
 
-	// HTTPClient's transport carries every request (default
-	// http.DefaultTransport).
+	// HTTPClient's transport carries every request (default: a clone of
+	// http.DefaultTransport, whose connections are closed when Run returns).
 	HTTPClient *http.Client
 	// Policy, if set, is the SDK clients' retry policy (nil: the SDK's
 	// defaults, right for a real API). Shorten its windows only against a
@@ -135,9 +135,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.RunID = hex.EncodeToString(b[:])
 	}
 	base, _ := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
-	rt := http.DefaultTransport
+	var rt http.RoundTripper
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		rt = cfg.HTTPClient.Transport
+	} else {
+		own := http.DefaultTransport.(*http.Transport).Clone()
+		defer own.CloseIdleConnections() // the run's connections end with it
+		rt = own
 	}
 	r := &runner{
 		cfg:    cfg,

@@ -111,25 +111,37 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteTable writes the report for people.
+// WriteTable writes the report for people: first what is not as
+// assumed (in full), then the SDK paths, every shape in one line each,
+// and what the run created.
 func (r *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "pagpolar check %s against %s (SDK %s, %d calls)\n\n", r.RunID, r.BaseURL, r.SDKVersion, r.Calls)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHAPE\tSTATUS\tOBSERVED\tSDK")
+	fmt.Fprintf(w, "pagpolar check %s against %s (SDK %s, %d calls)\n", r.RunID, r.BaseURL, r.SDKVersion, r.Calls)
+	var off []Item
 	for _, it := range r.Items {
-		obs := it.Observed
-		if obs == "" {
-			obs = "-"
+		if it.Status == Differs || it.Status == Absent {
+			off = append(off, it)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, it.Status, clip(obs, 90), clip(it.SDK, 90))
+	}
+	if len(off) == 0 {
+		fmt.Fprintln(w, "\nEvery shape the check exercised is as the SDK assumes.")
+	} else {
+		fmt.Fprintln(w, "\nNot as the SDK assumes:")
+		for _, it := range off {
+			fmt.Fprintf(w, "  %s: %s\n    assumed:  %s\n    observed: %s\n    SDK:      %s\n", it.ID, it.Status, it.Assumed, it.Observed, it.SDK)
+		}
+	}
+	fmt.Fprintln(w, "\nSDK paths (each a real call through the SDK):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range r.Paths {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, p.Outcome, clip(p.Detail, 160))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nSDK paths (each a real call through the SDK):")
+	fmt.Fprintln(w, "\nEvery assumed shape:")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, p := range r.Paths {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, p.Outcome, clip(p.Detail, 140))
+	for _, it := range r.Items {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", it.ID, it.Status, shortSDK(it.SDK))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -137,7 +149,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintln(w, "\nCreated on the API (references start with pagpolar-check-"+r.RunID+"-):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range r.Created {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tamount %s\tstatus %s\t%s\n", c.Kind, c.ID, c.Reference, orDash(c.Amount), orDash(c.Status), c.Step)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tamount %s\t%s\t%s\n", c.Kind, orDash(c.ID), orDash(c.Reference), orDash(c.Amount), orDash(c.Status), c.Step)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -151,9 +163,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 		ExitDiffers:   "some shapes differ; the SDK settled every path anyway",
 		ExitUnknown:   "some SDK path did not settle: see the paths above",
 	}[r.ExitCode()]
-	fmt.Fprintf(w, "\n%d confirmed, %d differ, %d absent, %d not exercised: %s (exit %d)\n",
+	_, err := fmt.Fprintf(w, "\n%d confirmed, %d differ, %d absent, %d not exercised: %s (exit %d)\n",
 		counts[Confirmed], counts[Differs], counts[Absent], counts[NotExercised], verdict, r.ExitCode())
-	return nil
+	return err
+}
+
+// shortSDK is the SDK column in one short line.
+func shortSDK(s string) string {
+	if strings.HasPrefix(s, "settles (") {
+		return fmt.Sprintf("settles (%d paths)", strings.Count(s, ",")+1)
+	}
+	if i := strings.Index(s, ": "); i > 0 && strings.HasPrefix(s, "ends ") {
+		return s[:i]
+	}
+	return s
 }
 
 func orDash(s string) string {
