@@ -288,6 +288,8 @@ func (r *runner) raw(ctx context.Context, method, path string, q url.Values, bod
 		}
 		rd = strings.NewReader(string(b))
 	}
+	ctx, cancel := context.WithTimeout(ctx, rawTimeout)
+	defer cancel()
 	var req *http.Request
 	var err error
 	if rd != nil {
@@ -323,6 +325,10 @@ func (r *runner) raw(ctx context.Context, method, path string, q url.Values, bod
 	}
 	return exchange{method: method, path: path, status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
+
+// rawTimeout bounds one raw request (the SDK's own are bounded by its
+// policy's AttemptTimeout).
+const rawTimeout = 30 * time.Second
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 

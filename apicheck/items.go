@@ -65,6 +65,12 @@ var defs = []def{
 	{id: "header.request-id", assumed: wire.HeaderRequestID + " on every answer"},
 	{id: "header.date", assumed: "a Date header on every answer (the API's clock, servertime.go)", paths: chargePaths},
 
+	{id: "request.pix", assumed: "the PIX body {offer_identifier, external_reference, customer} is accepted", documented: true, paths: []string{"pix/lost-answer"}},
+	{id: "request.boleto", assumed: "the boleto body (the PIX body, due_date optional) is accepted", paths: []string{"boleto/lost-answer"}},
+	{id: "request.credit-card", assumed: "the card body (the PIX body, card.token, installments) is accepted", paths: []string{"card/lost-answer"}},
+	{id: "request.subscribe", assumed: "the subscribe body {external_reference, customer, payment_method} is accepted", paths: []string{"subscribe/lost-answer"}},
+	{id: "request.plan-change", assumed: "the plan-change body {offer_identifier} is accepted", paths: []string{"plan-change/answer"}},
+	{id: "request.refund", assumed: "the refund body {sale_identifier, amount (centavos), reason} is accepted", paths: []string{"refund/lost-answer"}},
 	{id: "http.charge", assumed: "201 on POST /payments/{pix,boleto,credit-card}", paths: chargePaths},
 	{id: "http.subscribe", assumed: "201 on POST /plans/offer/{id}/subscribe", paths: subPaths},
 	{id: "http.plan-change", assumed: "200 on POST /subscriptions/{id}/plan-change", paths: pcPaths},
@@ -194,6 +200,7 @@ func (r *runner) observe() *observer {
 			}
 		}
 	}
+	r.observeRequests(o, xs)
 	for _, x := range xs {
 		if x.status == 0 {
 			continue
@@ -782,4 +789,31 @@ func observePlanChange(o *observer, body []byte, where string) {
 		}
 	}
 	checkField(o, "plan_change.created_at", obj, "created_at", wire.FieldCreatedAt, tTime, where)
+}
+
+// requestSteps are the steps whose first POST is a key's first send of
+// the SDK's body for a route.
+var requestSteps = map[string]string{
+	"pix/lookup": "request.pix", "boleto/lookup": "request.boleto", "card/lookup": "request.credit-card",
+	"subscribe/lookup": "request.subscribe", "plan-change/answer": "request.plan-change", "refund/lookup": "request.refund",
+}
+
+// observeRequests: the API's answer to the first POST of each step that
+// sends a route's body for the first time says whether it accepts it.
+func (r *runner) observeRequests(o *observer, xs []exchange) {
+	done := map[string]bool{}
+	for _, x := range xs {
+		id, ok := requestSteps[x.step]
+		if !ok || x.method != http.MethodPost || done[x.step] || x.status == 0 {
+			continue
+		}
+		done[x.step] = true
+		name, _ := routeOf(x)
+		where := name + " (" + x.step + ")"
+		if x.status >= 200 && x.status < 300 {
+			o.add(id, Confirmed, "", where)
+			continue
+		}
+		o.add(id, Differs, fmt.Sprintf("answered %d: %s", x.status, snippet(x.body)), where)
+	}
 }

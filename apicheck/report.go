@@ -171,7 +171,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 // shortSDK is the SDK column in one short line.
 func shortSDK(s string) string {
 	if strings.HasPrefix(s, "settles (") {
-		return fmt.Sprintf("settles (%d paths)", strings.Count(s, ",")+1)
+		if n := strings.Count(s, ",") + 1; n > 1 {
+			return fmt.Sprintf("settles (%d paths)", n)
+		}
+		return s
 	}
 	if i := strings.Index(s, ": "); i > 0 && strings.HasPrefix(s, "ends ") {
 		return s[:i]
