@@ -339,6 +339,9 @@ func (r *runner) path(name, opID string, src pagpolar.Source, err error, expect 
 	switch {
 	case err == nil && expect == "":
 		p.Outcome, p.Detail = OutcomeSettled, "succeeded ("+string(src)+")"
+		if strings.HasSuffix(name, "/lost-answer") && src != pagpolar.SourceLookup {
+			p.Detail += "; not by its lookup: the lookup did not find the effect, and the SDK waited out the in-processing window to send again"
+		}
 	case err == nil:
 		p.Outcome, p.Detail = OutcomeUnexpected, "succeeded ("+string(src)+"), expected "+expect
 	case errors.As(err, &unk):

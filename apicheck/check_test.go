@@ -178,6 +178,11 @@ func checkCleanup(t *testing.T, rep *Report, srv *pagpolartest.Server) {
 			}
 		}
 	}
+	for _, n := range rep.Notes {
+		if strings.HasPrefix(n, "card sale") {
+			t.Errorf("note: %s", n)
+		}
+	}
 	if cards != 1 {
 		t.Errorf("%d card sales, want 1", cards)
 	}
@@ -221,6 +226,12 @@ func TestReportListsEveryAssumedShapeOnce(t *testing.T) {
 	var names []string
 	for _, p := range rep.Paths {
 		names = append(names, p.Name)
+		if strings.HasSuffix(p.Name, "/lost-answer") && p.Detail != "succeeded (lookup)" {
+			t.Errorf("%s: %s %s, want settled by the SDK's lookup", p.Name, p.Outcome, p.Detail)
+		}
+	}
+	if len(rep.Notes) != 1 || !strings.HasPrefix(rep.Notes[0], "subscription ") {
+		t.Errorf("notes %q, want only the subscription's", rep.Notes)
 	}
 	sort.Strings(names)
 	want := cat(chargePaths, refundPaths, subPaths, pcPaths)

@@ -35,7 +35,6 @@ type def struct {
 
 // Path groups.
 var (
-	chargeKinds   = []string{"pix", "boleto", "card"}
 	chargeLookups = []string{"pix/lost-answer", "boleto/lost-answer", "card/lost-answer"}
 	chargePaths   = []string{"pix/lost-answer", "pix/replay", "boleto/lost-answer", "boleto/replay", "card/lost-answer", "card/replay"}
 	refundPaths   = []string{"refund/lost-answer", "refund/replay", "refund/refused", "refund/answer"}

@@ -22,6 +22,9 @@ type Report struct {
 	Items      []Item    `json:"items"`
 	Paths      []*Path   `json:"paths"`
 	Created    []Created `json:"created"`
+	// Notes are what the run left for a person to do or know (a sale it
+	// could not refund in full, the subscription it cannot cancel).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Item is one assumed shape and what the run found.
@@ -154,6 +157,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "  note: "+n)
+	}
 	counts := map[Status]int{}
 	for _, it := range r.Items {
 		counts[it.Status]++
@@ -209,6 +215,35 @@ func (r *runner) finish() {
 		r.rep.Items = append(r.rep.Items, it)
 	}
 	r.rep.Created = r.created()
+	r.rep.Notes = r.notes()
+}
+
+// notes: whether the card sale ended fully refunded (as the API reports
+// it, last read), and what stays on the account.
+func (r *runner) notes() []string {
+	var out []string
+	if r.cardSale != "" {
+		var last []byte
+		for _, x := range r.rec.exchanges() {
+			if _, kind := routeOf(x); kind == "sale" && x.status == http.StatusOK && strings.HasSuffix(x.path, "/"+r.cardSale) {
+				last = x.body
+			}
+		}
+		if obj, err := wire.ParseObject(last); err == nil {
+			amount := obj.Amount(wire.FieldAmount).Best()
+			refunded := obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
+			status, _ := obj.Str(wire.FieldStatus)
+			if amount == 0 || refunded != amount {
+				out = append(out, fmt.Sprintf("card sale %s is not shown fully refunded (status %q, refunded %d of %d centavos as the SDK reads them): check it, and refund the rest by hand if need be", r.cardSale, status, refunded, amount))
+			}
+		} else {
+			out = append(out, "card sale "+r.cardSale+" could not be read back: check that it is refunded")
+		}
+	}
+	if r.subID != "" {
+		out = append(out, "subscription "+r.subID+" (PIX, nothing captured) stays on the account: the API documents no route to cancel it")
+	}
+	return out
 }
 
 func aggregate(list []obs) (Status, string) {
