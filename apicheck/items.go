@@ -406,6 +406,9 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 			}
 		}
 	}
+	if kind == "card" && x.status == wire.StatusDeclined {
+		o.add("http.declined", Confirmed, "", where) // the test card was declined
+	}
 	switch kind {
 	case "sale", "sales", "refunds", "subscription":
 		if x.step != "not-found" {

@@ -62,7 +62,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	otherPlan := fs.String("other-plan", os.Getenv("PAGPOLAR_OTHER_PLAN_ID"), "another plan's offer, for the plan change (default $PAGPOLAR_OTHER_PLAN_ID)")
 	asJSON := fs.Bool("json", false, "print the report as JSON (to attach to a bug report, or diff between runs)")
 	prod := fs.Bool("i-know-this-is-production", false, "run against a base URL that looks like production: it charges real money")
-	runID := fs.String("run-id", "", "name of the run in references and operation IDs (default: random)")
+	runID := fs.String("run-id", "", "name of the run in references and operation IDs (default: random; reusing one within 24 h gets the earlier run's replays)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long the whole check may take")
 	window := fs.Duration("processing-window", 0, "the API's in-processing window, if not the documented 60 s: only for a fake configured the same way (pagpolar sim -processing-window)")
 	verbose := fs.Bool("v", false, "print each SDK path's outcome on stderr as it ends")

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/apicheck"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 // simEnv points the check at a sim's printed variables.
@@ -133,4 +136,49 @@ func TestCheckUsage(t *testing.T) {
 	if !strings.Contains(help.String(), "  check ") {
 		t.Errorf("help does not list check:\n%s", help.String())
 	}
+}
+
+// For every shape variant, the command against `pagpolar sim -shapes X`
+// reports the same statuses and exit code as apicheck.Run against the
+// in-process fake in X (whose exact expectations apicheck's tests pin).
+func TestCheckCommandMatchesAPIForEveryShape(t *testing.T) {
+	for _, shape := range pagpolartest.AllShapes() {
+		t.Run(string(shape), func(t *testing.T) {
+			vars, _, _ := startSim(t, "-addr", "127.0.0.1:0", "-processing-window", "300ms", "-shapes", string(shape))
+			simEnv(t, vars)
+			code, out, errs := runCheckCmd(t, "-card-token", "tok_ok", "-processing-window", "300ms", "-json")
+			var cmdRep apicheck.Report
+			if err := json.Unmarshal([]byte(out), &cmdRep); err != nil {
+				t.Fatalf("exit %d, stderr %s: -json output: %v", code, errs, err)
+			}
+
+			srv := pagpolartest.NewServer(t, pagpolartest.WithShapes(shape), pagpolartest.WithProcessingWindow(300*time.Millisecond))
+			short := 50 * time.Millisecond
+			apiRep, err := apicheck.Run(context.Background(), apicheck.Config{BaseURL: srv.URL, CredentialID: srv.CredentialID,
+				Token: pagpolar.StaticToken(srv.Token), OfferID: "offer-basic", PlanID: "plan-basic", OtherPlanID: "plan-pro", CardToken: "tok_ok",
+				Policy: &pagpolar.RetryPolicy{ProcessingWindow: 300 * time.Millisecond, WindowMargin: short, SettleDelay: short,
+					LookupInterval: short / 2, MaxRetryAfter: short, MaxSettleWait: 900 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != apiRep.ExitCode() {
+				t.Errorf("command exit %d, API %d", code, apiRep.ExitCode())
+			}
+			if got, want := statuses(&cmdRep), statuses(apiRep); got != want {
+				t.Errorf("command reports\n%s\nthe API\n%s", got, want)
+			}
+		})
+	}
+}
+
+// statuses is every item's status but the race's (in-progress.409 may or
+// may not happen), one per line.
+func statuses(r *apicheck.Report) string {
+	var b strings.Builder
+	for _, it := range r.Items {
+		if it.ID != "in-progress.409" {
+			b.WriteString(it.ID + " " + string(it.Status) + "\n")
+		}
+	}
+	return b.String()
 }
