@@ -3,8 +3,8 @@
 //
 // Run makes a short scripted set of real calls under a sandbox credential —
 // a PIX, a boleto and a card charge; the lookups by external_reference;
-// GET /sales/{id}; two partial refunds, a refused one and the refund of the
-// rest, and the refund list; a subscribe, two plan changes and GET
+// GET /sales/{id}; a partial refund of 1 centavo, one over what is left
+// (refused) and the refund of the rest, and the refund list; a subscribe, two plan changes and GET
 // /subscriptions/{id}; every money call repeated under the same key from a
 // second client (replay header and body); a key in processing (a 409, when
 // the API's timing allows it); a POST without a key (400) — each with its

@@ -3,6 +3,7 @@ package apicheck
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -328,5 +329,39 @@ func TestUnreachableOrRefusedCredential(t *testing.T) {
 	cfg.BaseURL = "http://127.0.0.1:1/v1"
 	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("unreachable: %v", err)
+	}
+}
+
+// failingReads fails every GET /sales/{id} without an answer.
+type failingReads struct{ base http.RoundTripper }
+
+func (f failingReads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/sales/") {
+		return nil, errors.New("connection reset by peer (test)")
+	}
+	return f.base.RoundTrip(req)
+}
+
+// Requests left without an answer make the run incomplete: exit 2, and a
+// note says so.
+func TestNoAnswerIsIncomplete(t *testing.T) {
+	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(testWindow))
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	rep, err := Run(context.Background(), Config{BaseURL: srv.URL, CredentialID: srv.CredentialID, Token: pagpolar.StaticToken(srv.Token),
+		OfferID: "offer-basic", PlanID: "plan-basic", OtherPlanID: "plan-pro", CardToken: "tok_ok", Policy: testPolicy(),
+		HTTPClient: &http.Client{Transport: failingReads{tr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.NoAnswer == 0 || rep.ExitCode() != ExitUsage {
+		t.Fatalf("no answer %d, exit %d", rep.NoAnswer, rep.ExitCode())
+	}
+	found := false
+	for _, n := range rep.Notes {
+		found = found || strings.Contains(n, "got no answer")
+	}
+	if !found {
+		t.Errorf("notes %q", rep.Notes)
 	}
 }

@@ -19,9 +19,12 @@ type Report struct {
 	SDKVersion string    `json:"sdk_version"`
 	Started    time.Time `json:"started"`
 	Calls      int       `json:"calls"`
-	Items      []Item    `json:"items"`
-	Paths      []*Path   `json:"paths"`
-	Created    []Created `json:"created"`
+	// NoAnswer counts requests that got no answer at all (connection
+	// refused, reset, timed out): the run is then incomplete.
+	NoAnswer int       `json:"no_answer,omitempty"`
+	Items    []Item    `json:"items"`
+	Paths    []*Path   `json:"paths"`
+	Created  []Created `json:"created"`
 	// Notes are what the run left for a person to do or know (a sale it
 	// could not refund in full, the subscription it cannot cancel).
 	Notes []string `json:"notes,omitempty"`
@@ -77,13 +80,17 @@ type Created struct {
 const (
 	ExitConfirmed = 0 // every shape the run could exercise is as assumed, every path settled
 	ExitDiffers   = 1 // some shape differs or is absent; the SDK settled every path anyway
-	ExitUsage     = 2 // bad usage, refused URL, or the API could not be reached (Run's error)
+	ExitUsage     = 2 // bad usage, refused URL, the API could not be reached (Run's error), or some request got no answer
 	ExitUnknown   = 3 // some SDK path did not settle (ended unknown, or otherwise than expected)
 )
 
-// ExitCode is the run's verdict: ExitUnknown, ExitDiffers or
+// ExitCode is the run's verdict: ExitUsage when some request got no
+// answer (the run is incomplete), else ExitUnknown, ExitDiffers or
 // ExitConfirmed (not exercised shapes do not count).
 func (r *Report) ExitCode() int {
+	if r.NoAnswer > 0 {
+		return ExitUsage
+	}
 	for _, p := range r.Paths {
 		if p.Outcome != OutcomeSettled {
 			return ExitUnknown
@@ -168,6 +175,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		ExitConfirmed: "every shape exercised is as assumed",
 		ExitDiffers:   "some shapes differ; the SDK settled every path anyway",
 		ExitUnknown:   "some SDK path did not settle: see the paths above",
+		ExitUsage:     "some requests got no answer: the run is incomplete",
 	}[r.ExitCode()]
 	_, err := fmt.Fprintf(w, "\n%d confirmed, %d differ, %d absent, %d not exercised: %s (exit %d)\n",
 		counts[Confirmed], counts[Differs], counts[Absent], counts[NotExercised], verdict, r.ExitCode())
@@ -206,6 +214,14 @@ func clip(s string, n int) string {
 func (r *runner) finish() {
 	o := r.observe()
 	r.rep.Calls = len(r.rec.exchanges())
+	for _, x := range r.rec.exchanges() {
+		if x.status == 0 {
+			r.rep.NoAnswer++
+		}
+	}
+	if r.rep.NoAnswer > 0 {
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%d requests got no answer (connection errors): the run is incomplete; run it again", r.rep.NoAnswer))
+	}
 	for _, d := range defs {
 		it := Item{ID: d.id, Assumed: d.assumed, Documented: d.documented}
 		list := o.by[d.id]
@@ -215,7 +231,7 @@ func (r *runner) finish() {
 		r.rep.Items = append(r.rep.Items, it)
 	}
 	r.rep.Created = r.created()
-	r.rep.Notes = r.notes()
+	r.rep.Notes = append(r.rep.Notes, r.notes()...)
 }
 
 // notes: whether the card sale ended fully refunded (as the API reports

@@ -19,8 +19,8 @@ const checkUsage = `usage: pagpolar check [flags]
 Checks a PagPolar API (your staging account) against the shapes the SDK
 assumes (internal/wire/wire.go), and says how the SDK acts on what it finds.
 It makes a short scripted set of real calls — a PIX, a boleto and a card
-charge, the lookups, two partial refunds and the refund of the rest, a
-subscription and two plan changes, each money call repeated under the same
+charge, the lookups, a partial refund of 1 centavo, a refused one and the
+refund of the rest, a subscription and two plan changes, each money call repeated under the same
 key, a 409 race, a POST without a key — each with its own operation ID and a
 reference starting pagpolar-check-<run>-, and prints:
 
@@ -46,7 +46,8 @@ data beyond the check's own placeholder customer.
 exit codes:
   0  every shape exercised is as assumed and every SDK path settled
   1  some shape differs or is absent; the SDK settled every path anyway
-  2  bad usage, a refused base URL, or the API unreachable / the credential refused
+  2  bad usage, a refused base URL, the API unreachable / the credential
+     refused, or requests that got no answer during the run (incomplete)
   3  some SDK path did not settle (ended unknown): see the paths
 
 flags:
