@@ -365,3 +365,53 @@ func TestNoAnswerIsIncomplete(t *testing.T) {
 		t.Errorf("notes %q", rep.Notes)
 	}
 }
+
+// With the fake holding the race's key in processing and rate-limiting one
+// read, the shapes only such answers show are exercised too: the 409's
+// documented message and Retry-After. Everything else stays confirmed.
+func TestInProgressAndRetryAfterExercised(t *testing.T) {
+	// The documented 60 s window and the SDK's default policy: the hold
+	// (2 s) ends long before the key's mark would, and the other two
+	// sends of the race need only reach the fake during it.
+	srv := pagpolartest.NewServer(t)
+	srv.Inject(pagpolartest.Fault{Action: pagpolartest.FaultHold, Route: "pix", ExternalReference: "pagpolar-check-hold-in-progress", Delay: 2 * time.Second, Times: 1})
+	srv.Inject(pagpolartest.Fault{Action: pagpolartest.FaultRateLimit, Route: "get_sale", Times: 1, Delay: time.Second})
+	rep, err := Run(context.Background(), Config{BaseURL: srv.URL, CredentialID: srv.CredentialID, Token: pagpolar.StaticToken(srv.Token),
+		OfferID: "offer-basic", PlanID: "plan-basic", OtherPlanID: "plan-pro", CardToken: "tok_ok", RunID: "hold"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range rep.Items {
+		switch {
+		case it.ID == "in-progress.409" || it.ID == "header.retry-after":
+			if it.Status != Confirmed {
+				t.Errorf("%s: %s (%s), want confirmed", it.ID, it.Status, it.Observed)
+			}
+		case slices.Contains(neverExercised, it.ID):
+		case it.Status != Confirmed:
+			t.Errorf("%s: %s (%s), want confirmed", it.ID, it.Status, it.Observed)
+		}
+	}
+	if rep.ExitCode() != ExitConfirmed {
+		t.Errorf("exit %d: %s", rep.ExitCode(), pathsOf(rep))
+	}
+}
+
+// Without GET /subscriptions?external_reference= (the assumed route), a
+// subscribe whose answer is lost ends unknown: the check says which route
+// is absent and that the path ends unknown.
+func TestWithoutSubscriptionLookupRoute(t *testing.T) {
+	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(testWindow), pagpolartest.WithoutSubscriptionLookup())
+	rep, err := Run(context.Background(), Config{BaseURL: srv.URL, CredentialID: srv.CredentialID, Token: pagpolar.StaticToken(srv.Token),
+		OfferID: "offer-basic", PlanID: "plan-basic", OtherPlanID: "plan-pro", CardToken: "tok_ok", Policy: testPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _ := rep.Item("route.subscriptions-by-reference")
+	if it.Status != Absent || !it.EndsUnknown || !strings.Contains(it.SDK, "subscribe/lost-answer") {
+		t.Errorf("route.subscriptions-by-reference: %+v", it)
+	}
+	if rep.ExitCode() != ExitUnknown {
+		t.Errorf("exit %d: %s", rep.ExitCode(), pathsOf(rep))
+	}
+}

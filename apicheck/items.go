@@ -409,15 +409,18 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 	if kind == "card" && x.status == wire.StatusDeclined {
 		o.add("http.declined", Confirmed, "", where) // the test card was declined
 	}
+	transient := x.status == http.StatusTooManyRequests || x.status >= 500 // says nothing about the route
 	switch kind {
 	case "sale", "sales", "refunds", "subscription":
-		if x.step != "not-found" {
+		if x.step != "not-found" && !transient {
 			o.add("route.reads", Differs, fmt.Sprintf("%d %s", x.status, snippet(x.body)), where)
 		}
 	case "subscriptions":
-		if x.status == http.StatusNotFound || x.status == http.StatusMethodNotAllowed || x.status == http.StatusNotImplemented {
+		switch {
+		case transient:
+		case x.status == http.StatusNotFound || x.status == http.StatusMethodNotAllowed || x.status == http.StatusNotImplemented:
 			o.add("route.subscriptions-by-reference", Absent, strconv.Itoa(x.status), where)
-		} else {
+		default:
 			o.add("route.subscriptions-by-reference", Differs, fmt.Sprintf("%d %s", x.status, snippet(x.body)), where)
 		}
 	}
