@@ -131,6 +131,10 @@ func TestCheckUsage(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "exit codes:") || !strings.Contains(out, "-card-token") {
 		t.Errorf("-h: exit %d\n%s", code, out)
 	}
+	var hc bytes.Buffer
+	if code := run(context.Background(), []string{"help", "check"}, &hc, &hc); code != 0 || !strings.HasPrefix(hc.String(), "usage: pagpolar check") {
+		t.Errorf("help check: exit %d\n%s", code, hc.String())
+	}
 	var help bytes.Buffer
 	run(context.Background(), []string{"help"}, &help, &help)
 	if !strings.Contains(help.String(), "  check ") {
