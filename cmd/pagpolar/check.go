@@ -48,7 +48,8 @@ exit codes:
   1  some shape differs or is absent; the SDK settled every path anyway
   2  bad usage, a refused base URL, the API unreachable / the credential
      refused, or requests that got no answer during the run (incomplete)
-  3  some SDK path did not settle (ended unknown): see the paths
+  3  some SDK path ended unknown, or otherwise than expected (e.g. a body
+     refused): see the paths
 
 flags:
 `
