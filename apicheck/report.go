@@ -1,0 +1,415 @@
+package apicheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+)
+
+// Report is what a run found.
+type Report struct {
+	RunID      string    `json:"run_id"`
+	BaseURL    string    `json:"base_url"`
+	SDKVersion string    `json:"sdk_version"`
+	Started    time.Time `json:"started"`
+	Calls      int       `json:"calls"`
+	// NoAnswer counts requests that got no answer at all (connection
+	// refused, reset, timed out): the run is then incomplete.
+	NoAnswer int       `json:"no_answer,omitempty"`
+	Items    []Item    `json:"items"`
+	Paths    []*Path   `json:"paths"`
+	Created  []Created `json:"created"`
+	// Notes are what the run left for a person to do or know (a sale it
+	// could not refund in full, the subscription it cannot cancel).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Item is one assumed shape and what the run found.
+type Item struct {
+	ID         string `json:"id"`
+	Assumed    string `json:"assumed"`
+	Documented bool   `json:"documented,omitempty"`
+	Status     Status `json:"status"`
+	// Observed is, when the status is not confirmed, what was seen and
+	// where (the first such answer), and in how many of the answers that
+	// showed the shape.
+	Observed string `json:"observed,omitempty"`
+	Seen     int    `json:"seen"` // answers that showed it
+	// SDK is how the SDK acted on the paths that depend on this shape:
+	// "settles (...)" or "ends unknown on PATH: reason"; "-" when no path
+	// of the check depends on it.
+	SDK string `json:"sdk"`
+	// EndsUnknown: a path that depends on it did not settle.
+	EndsUnknown bool `json:"ends_unknown,omitempty"`
+}
+
+// Outcomes of a path.
+const (
+	OutcomeSettled    = "settled"    // the SDK settled the operation as the check expected
+	OutcomeUnknown    = "unknown"    // ErrOutcomeUnknown
+	OutcomeUnexpected = "unexpected" // settled otherwise than expected, or another error
+)
+
+// Path is one SDK call of the check and how it ended.
+type Path struct {
+	Name        string `json:"name"` // e.g. "pix/lost-answer": a PIX whose answer was lost, settled by lookup
+	OperationID string `json:"operation_id"`
+	Outcome     string `json:"outcome"`
+	Detail      string `json:"detail"`
+}
+
+// Created is something the run created on the API.
+type Created struct {
+	Kind        string `json:"kind"` // sale, refund, subscription, plan_change
+	ID          string `json:"id"`
+	Route       string `json:"route"`
+	Step        string `json:"step"`
+	Reference   string `json:"external_reference,omitempty"`
+	Amount      string `json:"amount,omitempty"` // as the API wrote it
+	Status      string `json:"status,omitempty"`
+	Idempotency string `json:"idempotency_key,omitempty"`
+}
+
+// Exit codes of `pagpolar check` (ExitCode).
+const (
+	ExitConfirmed = 0 // every shape the run could exercise is as assumed, every path settled
+	ExitDiffers   = 1 // some shape differs or is absent; the SDK settled every path anyway
+	ExitUsage     = 2 // bad usage, refused URL, the API could not be reached (Run's error), or some request got no answer
+	ExitUnknown   = 3 // some SDK path did not settle (ended unknown, or otherwise than expected)
+)
+
+// ExitCode is the run's verdict: ExitUsage when some request got no
+// answer (the run is incomplete), else ExitUnknown, ExitDiffers or
+// ExitConfirmed (not exercised shapes do not count).
+func (r *Report) ExitCode() int {
+	if r.NoAnswer > 0 {
+		return ExitUsage
+	}
+	for _, p := range r.Paths {
+		if p.Outcome != OutcomeSettled {
+			return ExitUnknown
+		}
+	}
+	for _, it := range r.Items {
+		if it.Status == Differs || it.Status == Absent {
+			return ExitDiffers
+		}
+	}
+	return ExitConfirmed
+}
+
+// Item returns the item with id.
+func (r *Report) Item(id string) (Item, bool) {
+	for _, it := range r.Items {
+		if it.ID == id {
+			return it, true
+		}
+	}
+	return Item{}, false
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report for people: first what is not as
+// assumed (in full), then the SDK paths, every shape in one line each,
+// and what the run created.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "pagpolar check %s against %s (SDK %s, %d calls)\n", r.RunID, r.BaseURL, r.SDKVersion, r.Calls)
+	var off []Item
+	for _, it := range r.Items {
+		if it.Status == Differs || it.Status == Absent {
+			off = append(off, it)
+		}
+	}
+	if len(off) == 0 {
+		fmt.Fprintln(w, "\nEvery shape the check exercised is as the SDK assumes.")
+	} else {
+		fmt.Fprintln(w, "\nNot as the SDK assumes:")
+		for _, it := range off {
+			fmt.Fprintf(w, "  %s: %s\n    assumed:  %s\n    observed: %s\n    SDK:      %s\n", it.ID, it.Status, it.Assumed, it.Observed, it.SDK)
+		}
+	}
+	fmt.Fprintln(w, "\nSDK paths (each a real call through the SDK):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range r.Paths {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, p.Outcome, clip(p.Detail, 160))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nEvery assumed shape:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, it := range r.Items {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", it.ID, it.Status, shortSDK(it.SDK))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nCreated on the API (references start with pagpolar-check-"+r.RunID+"-):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range r.Created {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tamount %s\t%s\t%s\n", c.Kind, orDash(c.ID), orDash(c.Reference), orDash(c.Amount), orDash(c.Status), c.Step)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "  note: "+n)
+	}
+	counts := map[Status]int{}
+	for _, it := range r.Items {
+		counts[it.Status]++
+	}
+	verdict := map[int]string{
+		ExitConfirmed: "every shape exercised is as assumed",
+		ExitDiffers:   "some shapes differ; the SDK settled every path anyway",
+		ExitUnknown:   "some SDK path did not settle: see the paths above",
+		ExitUsage:     "some requests got no answer: the run is incomplete",
+	}[r.ExitCode()]
+	_, err := fmt.Fprintf(w, "\n%d confirmed, %d differ, %d absent, %d not exercised: %s (exit %d)\n",
+		counts[Confirmed], counts[Differs], counts[Absent], counts[NotExercised], verdict, r.ExitCode())
+	return err
+}
+
+// shortSDK is the SDK column in one short line.
+func shortSDK(s string) string {
+	if strings.HasPrefix(s, "settles (") {
+		if n := strings.Count(s, ",") + 1; n > 1 {
+			return fmt.Sprintf("settles (%d paths)", n)
+		}
+		return s
+	}
+	if i := strings.Index(s, ": "); i > 0 && strings.HasPrefix(s, "ends ") {
+		return s[:i]
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// finish builds the report from the recorded exchanges and paths.
+func (r *runner) finish() {
+	o := r.observe()
+	r.rep.Calls = len(r.rec.exchanges())
+	for _, x := range r.rec.exchanges() {
+		if x.status == 0 {
+			r.rep.NoAnswer++
+		}
+	}
+	if r.rep.NoAnswer > 0 {
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%d requests got no answer (connection errors): the run is incomplete; run it again", r.rep.NoAnswer))
+	}
+	for _, d := range defs {
+		it := Item{ID: d.id, Assumed: d.assumed, Documented: d.documented}
+		list := o.by[d.id]
+		it.Seen = len(list)
+		it.Status, it.Observed = aggregate(list)
+		it.SDK, it.EndsUnknown = r.sdkColumn(d.paths)
+		r.rep.Items = append(r.rep.Items, it)
+	}
+	r.rep.Created = r.created()
+	r.rep.Notes = append(r.rep.Notes, r.notes()...)
+}
+
+// notes: whether the card sale ended fully refunded (as the API reports
+// it, last read), and what stays on the account.
+func (r *runner) notes() []string {
+	var out []string
+	if r.cardSale != "" {
+		var last []byte
+		for _, x := range r.rec.exchanges() {
+			if _, kind := routeOf(x); kind == "sale" && x.status == http.StatusOK && strings.HasSuffix(x.path, "/"+r.cardSale) {
+				last = x.body
+			}
+		}
+		if obj, err := wire.ParseObject(last); err == nil {
+			amount := obj.Amount(wire.FieldAmount).Best()
+			refunded := obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
+			status, _ := obj.Str(wire.FieldStatus)
+			if amount == 0 || refunded != amount {
+				out = append(out, fmt.Sprintf("card sale %s is not shown fully refunded (status %q, refunded %d of %d centavos as the SDK reads them): check it, and refund the rest by hand if need be", r.cardSale, status, refunded, amount))
+			}
+		} else {
+			out = append(out, "card sale "+r.cardSale+" could not be read back: check that it is refunded")
+		}
+	}
+	if r.subID != "" {
+		out = append(out, "subscription "+r.subID+" (PIX, nothing captured) stays on the account: the API documents no route to cancel it")
+	}
+	return out
+}
+
+func aggregate(list []obs) (Status, string) {
+	if len(list) == 0 {
+		return NotExercised, ""
+	}
+	n := map[Status]int{}
+	var firstDiff, firstAbsent *obs
+	for i := range list {
+		n[list[i].st]++
+		switch {
+		case list[i].st == Differs && firstDiff == nil:
+			firstDiff = &list[i]
+		case list[i].st == Absent && firstAbsent == nil:
+			firstAbsent = &list[i]
+		}
+	}
+	of := func(k int) string { return fmt.Sprintf(" [%d of %d answers]", k, len(list)) }
+	switch {
+	case firstDiff != nil:
+		return Differs, firstDiff.value + " at " + firstDiff.where + of(n[Differs])
+	case n[Absent] == len(list):
+		return Absent, "missing at " + firstAbsent.where + of(n[Absent])
+	case firstAbsent != nil:
+		return Differs, "missing at " + firstAbsent.where + of(n[Absent])
+	}
+	return Confirmed, ""
+}
+
+// sdkColumn says how the SDK acted on the given paths.
+func (r *runner) sdkColumn(paths []string) (string, bool) {
+	if len(paths) == 0 {
+		return "-", false
+	}
+	var settled, bad []string
+	badDetail := ""
+	for _, name := range paths {
+		p, ok := r.paths[name]
+		if !ok {
+			continue
+		}
+		if p.Outcome == OutcomeSettled {
+			settled = append(settled, name)
+			continue
+		}
+		if badDetail == "" {
+			badDetail = p.Outcome + " on " + name + ": " + p.Detail
+		}
+		bad = append(bad, name)
+	}
+	switch {
+	case len(bad) > 0:
+		s := "ends " + badDetail
+		if len(bad) > 1 {
+			s += fmt.Sprintf(" (also %s)", strings.Join(bad[1:], ", "))
+		}
+		return s, true
+	case len(settled) > 0:
+		return "settles (" + strings.Join(settled, ", ") + ")", false
+	}
+	return "not run", false
+}
+
+// created lists every effect the run's fresh 2xx answers created.
+func (r *runner) created() []Created {
+	var out []Created
+	for _, x := range r.rec.exchanges() {
+		if x.method != http.MethodPost || x.status < 200 || x.status >= 300 || x.replayed() {
+			continue
+		}
+		route, kind := routeOf(x)
+		c := Created{Route: route, Step: x.step, Idempotency: x.key}
+		switch kind {
+		case "pix", "boleto", "card":
+			c.Kind = "sale"
+		case "subscribe":
+			c.Kind = "subscription"
+		case "plan-change":
+			c.Kind = "plan_change"
+		case "refund":
+			c.Kind = "refund"
+		default:
+			c.Kind = "unknown"
+		}
+		if obj, err := wire.ParseObject(x.body); err == nil && kind == "plan-change" && looksLikeSubscription(obj) {
+			sub, _ := obj.Str(wire.FieldID)
+			c.Status = "answered with subscription " + sub
+		} else if err == nil {
+			c.ID, _ = obj.Str(wire.FieldID)
+			c.Reference, _ = obj.Str(wire.FieldExternalReference)
+			c.Status, _ = obj.Str(wire.FieldStatus)
+			if v, ok := obj.Get("amount"); ok {
+				c.Amount = strings.TrimSpace(string(v))
+			}
+		}
+		out = append(out, c)
+	}
+	// Plan changes answered with the subscription: their identifiers are
+	// the subscription's plan changes the run did not otherwise see.
+	listed := map[string]bool{}
+	for _, c := range out {
+		listed[c.ID] = true
+	}
+	var unseen []string
+	for _, id := range r.planChangeIDs() {
+		if !listed[id] {
+			unseen = append(unseen, id)
+			listed[id] = true
+		}
+	}
+	for i := range out {
+		if out[i].Kind == "plan_change" && out[i].ID == "" && len(unseen) > 0 {
+			out[i].ID, unseen = unseen[0], unseen[1:]
+			out[i].Status += " (identifier from GET /subscriptions/{id})"
+		}
+	}
+	return out
+}
+
+// planChangeIDs are the plan changes GET /subscriptions/{id} listed last.
+func (r *runner) planChangeIDs() []string {
+	var ids []string
+	for _, x := range r.rec.exchanges() {
+		if _, kind := routeOf(x); kind != "subscription" || x.status != http.StatusOK {
+			continue
+		}
+		obj, err := wire.ParseObject(x.body)
+		if err != nil {
+			continue
+		}
+		items, _ := obj.Array(wire.FieldPlanChanges)
+		ids = ids[:0]
+		for _, it := range items {
+			if pc, err := wire.ParseObject(it); err == nil {
+				if id, _ := pc.Str(wire.FieldID); id != "" {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return ids
+}
+
+func (r *runner) createdSummary() string {
+	var parts []string
+	for _, c := range r.created() {
+		parts = append(parts, c.Kind+" "+c.ID)
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
