@@ -96,7 +96,7 @@ func chargeLost(ctx context.Context, client *pagpolar.Client, order pagpolar.Pix
 	ch, err := client.Payments.Pix(ctx, order)
 	switch {
 	case err == nil:
-		return fmt.Errorf("the charge succeeded at once (sale %s, from %s): nothing for an event to settle; run the sim with -hold 1 (README.md)", ch.Sale.ID, ch.Operation.Source)
+		return fmt.Errorf("the charge succeeded (sale %s, from %s): nothing left for an event to settle; run the sim with -hold 1 -hold-delay 15s (README.md)", ch.Sale.ID, ch.Operation.Source)
 	case !errors.Is(err, pagpolar.ErrOutcomeUnknown):
 		return fmt.Errorf("the charge: %w", err)
 	}
