@@ -27,8 +27,9 @@ const SourceWebhook Source = "webhook"
 // kind) by the rule a lookup uses (attribute.go): exclusion needs proof,
 // and an effect that cannot be attributed leaves the operation unknown —
 // and is remembered, so that no later lookup reads its absence as "not
-// found". An operation another worker holds is not touched: the error then
-// wraps ErrInProgress, so that a webhook inbox tries the event again later.
+// found". An operation another worker holds is not touched (that worker
+// settles it by lookup): the error then wraps ErrInProgress, which
+// webhook.Inbox logs without trying the event again.
 // Webhook events arrive in any order and may describe an older state; the
 // existence of the effect is all this reads.
 //

@@ -34,8 +34,11 @@ process, with every kind of fault injected on purpose (lost answers, 500s
 after the sale was created, gateway pages, 429s, slow processing...). The
 API's 60 s in-processing window is shortened to -window on both sides, so
 that what takes minutes in production settles in seconds. Then a background
-job settles what the checkout requests left open, the fake's ledger is
-checked against what the SDK reported, and a report is printed.
+job settles what the checkout requests left open; if operations stay
+"outcome unknown", the run's webhook events are delivered to an inbox whose
+Settle is the client, and the report counts how many they settled. The
+fake's ledger is checked against what the SDK reported, and a report is
+printed.
 
 Exits 1 if any order was charged twice or any operation ended without an
 outcome. The same -seed gives the same orders and the same faults (each
@@ -68,6 +71,7 @@ type demoConfig struct {
 	asJSON      bool
 	shapes      string        // "", a shape, a comma list, or "all" (one run per shape)
 	clockOffset time.Duration // the client's clock against the fake's and the store's
+	noSubLookup bool          // the fake answers 404 to GET /subscriptions?external_reference=
 }
 
 // parseDemoFlags parses demo's command line; on -h it writes the usage to
@@ -88,6 +92,7 @@ func parseDemoFlags(args []string, helpOut io.Writer) (*demoConfig, error) {
 	fs.BoolVar(&cfg.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&cfg.shapes, "shapes", "today", "answer shapes of the fake: today, a comma list of "+shapeNames()+", or all (one run per shape)")
 	fs.DurationVar(&cfg.clockOffset, "client-clock-offset", 0, "run the client with its clock this far off the fake's and the store's (e.g. 5m, -3s)")
+	fs.BoolVar(&cfg.noSubLookup, "no-subscription-lookup", false, "the fake has no subscription lookup (GET /subscriptions?external_reference= answers 404): a subscribe whose answer is lost stays unknown until its webhook event")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(helpOut, demoUsage)
@@ -183,15 +188,19 @@ func demoAllShapes(ctx context.Context, cfg *demoConfig, stdout, stderr io.Write
 		return code
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "shape\tverdict\torders\toperations\tcharged twice\tfalse failures\tsucceeded w/o effect\tunfinished\tunknown at end\tsettling took\trun\n")
+	fmt.Fprintf(tw, "shape\tverdict\torders\toperations\tcharged twice\tfalse failures\tsucceeded w/o effect\tunfinished\tunknown at end\tsettled by events\tsettling took\trun\n")
 	for i, rep := range reps {
 		v := "OK"
 		if !rep.OK() {
 			v = "FAILED"
 		}
 		c := rep.Check
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\n", shapes[i], v, rep.Orders, c.Operations,
-			len(c.Duplicates), len(c.FalseFailures)+len(c.Orphans), len(c.WithoutEffect), len(c.Unfinished), len(c.Unknown),
+		byEvents := 0
+		if rep.Webhooks != nil {
+			byEvents = rep.Webhooks.Settled
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\n", shapes[i], v, rep.Orders, c.Operations,
+			len(c.Duplicates), len(c.FalseFailures)+len(c.Orphans), len(c.WithoutEffect), len(c.Unfinished), len(c.Unknown), byEvents,
 			rep.Settling.SettleMS/1000, rep.RunTimeMS/1000)
 	}
 	_ = tw.Flush()
@@ -219,7 +228,11 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	if err != nil {
 		return nil, err
 	}
-	srv, err := startDemoFake(cfg.window, cfg.seed, cfg.faultRate, cfg.orders, shapes...)
+	var fakeOpts []pagpolartest.Option
+	if cfg.noSubLookup {
+		fakeOpts = append(fakeOpts, pagpolartest.WithoutSubscriptionLookup())
+	}
+	srv, err := startDemoFake(cfg.window, cfg.seed, cfg.faultRate, cfg.orders, fakeOpts, shapes...)
 	if err != nil {
 		return nil, err
 	}
@@ -273,6 +286,12 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("settling: %w", err)
 	}
+	// What the lookups left unknown, the run's webhook events may settle.
+	webhooks, settled, err := settleByWebhooks(ctx, c, store, srv, func(line func(time.Duration) string) *progress { return startProgress(stderr, tty, line) })
+	if err != nil {
+		return nil, fmt.Errorf("webhook events: %w", err)
+	}
+	webhooks.CarriedOn = carryOn(ctx, &orderRunner{c: c, calls: 4, pause: cfg.window / 10}, cfg.seed, cfg.orders, settled, res, cfg.concurrency)
 
 	var read atomic.Int64
 	prog = startProgress(stderr, tty, func(el time.Duration) string {
@@ -299,6 +318,7 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 		Check:     report.Verify(srv.CredentialID, ledger, ops),
 		Obtained:  res.obtained(),
 		Settling:  settling,
+		Webhooks:  webhooks,
 		SDK:       col.Snapshot(),
 		Latency:   res.lat.Summary(),
 	}
@@ -498,9 +518,9 @@ func startScenarioFake(window time.Duration, seed int64, faultRate float64, shap
 // the order requests arrive in; a read fault fails only the first read of
 // a lookup that reaches it (how often a lookup is polled depends on
 // timing); and load-shedding bursts are chosen by order (burstFaults).
-func startDemoFake(window time.Duration, seed int64, faultRate float64, orders int, shapes ...pagpolartest.Shape) (*pagpolartest.Server, error) {
-	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(window), pagpolartest.WithSeed(seed),
-		pagpolartest.WithShapes(shapes...), pagpolartest.WithDeterministicFaults())
+func startDemoFake(window time.Duration, seed int64, faultRate float64, orders int, opts []pagpolartest.Option, shapes ...pagpolartest.Shape) (*pagpolartest.Server, error) {
+	srv := pagpolartest.NewUnstartedServer(append([]pagpolartest.Option{pagpolartest.WithProcessingWindow(window), pagpolartest.WithSeed(seed),
+		pagpolartest.WithShapes(shapes...), pagpolartest.WithDeterministicFaults()}, opts...)...)
 	// Bursts first: the first fault that matches a request applies.
 	for _, f := range burstFaults(seed, orders, faultRate, window) {
 		srv.Inject(f)

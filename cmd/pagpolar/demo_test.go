@@ -140,7 +140,7 @@ func TestDemoTextReport(t *testing.T) {
 	if code := runDemo(context.Background(), []string{"-orders", "40", "-fault-rate", "0", "-store", "memory:"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"pagpolar demo: OK", "charged twice (two successful effects for one operation)  0", "operations without an outcome at the end                  0", "key store             memory:"} {
+	for _, want := range []string{"pagpolar demo: OK", "charged twice (two successful effects for one operation)  0", "operations without an outcome at the end                  0", "key store             memory:", "settled by webhook events               none needed"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -217,4 +217,46 @@ func TestFaultMixRates(t *testing.T) {
 	if faultMix(0, time.Second) != nil {
 		t.Error("rate 0 must inject nothing")
 	}
+}
+
+// TestDemoWebhooksSettleUnknowns: on a fake without the subscription
+// lookup, a subscribe whose answer was lost stays "outcome unknown" through
+// the reconciler; the demo then delivers the run's webhook events to an
+// inbox whose Settle is its client and counts, from the records' states
+// before and after, how many the events settled: some, with no request
+// sent, no double effect and no false failure. The rest (a subscribe that
+// never took effect has no event; one sent before the client knew the
+// API's clock cannot be dated) stay unknown, and are counted too.
+func TestDemoWebhooksSettleUnknowns(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := runDemo(context.Background(), []string{"-orders", "200", "-concurrency", "32", "-fault-rate", "0.5", "-seed", "3",
+		"-no-subscription-lookup", "-store", "sqlite:" + dir + "/keys.db", "-json"}, &out, &errb)
+	var rep report.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d, report not JSON: %v\n%s\n%s", code, err, out.String(), errb.String())
+	}
+	c, w := rep.Check, rep.Webhooks
+	if code != 0 || !rep.OK() || len(c.Duplicates)+len(c.FalseFailures)+len(c.WithoutEffect)+len(c.Orphans)+len(c.Unfinished) != 0 {
+		t.Fatalf("exit %d, check %+v", code, c)
+	}
+	if w == nil || w.UnknownBefore == 0 || w.Settled == 0 || w.Events == 0 || w.Deliveries < w.Events {
+		t.Fatalf("webhooks %+v: want unknown operations, some settled by the run's events", w)
+	}
+	if w.Requests != 0 || w.Refused != 0 || len(w.Other) != 0 {
+		t.Fatalf("webhooks %+v: want no request to the API, no refused delivery, nothing settled but successes", w)
+	}
+	if w.Settled+w.StillUnknown != w.UnknownBefore {
+		t.Fatalf("webhooks %+v: settled and still unknown must add up to the unknown before", w)
+	}
+	// What stays unknown at the end is what the events left (the orders
+	// carried on may add their own), and none of it is a subscribe the
+	// events settled: the check reads the same store.
+	if len(c.Unknown) < w.StillUnknown || c.States["unknown"] != len(c.Unknown) {
+		t.Errorf("check: %d unknown (%v), webhooks left %d", len(c.Unknown), c.States, w.StillUnknown)
+	}
+	if !strings.Contains(errb.String(), "webhook events: delivering the run's") {
+		t.Errorf("no progress line for the webhook phase: %s", errb.String())
+	}
+	t.Logf("webhooks: %+v; unknown at the end %d", *w, len(c.Unknown))
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -62,6 +66,7 @@ type simConfig struct {
 	credentials      int
 	shutdownTimeout  time.Duration
 	verbose          bool
+	webhookURL       string // deliver the fake's business events here, as PagPolar's webhooks
 
 	faultRate      float64
 	faults         []*simFault
@@ -111,6 +116,8 @@ func parseSimFlags(args []string, helpOut io.Writer) (*simConfig, error) {
 	fs.IntVar(&cfg.credentials, "credentials", 0, "extra credentials (one token each) to print")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 5*time.Second, "how long a graceful stop waits for requests in flight")
 	fs.BoolVar(&cfg.verbose, "v", false, "log every request on stderr")
+	fs.StringVar(&cfg.webhookURL, "webhook-url", "", "deliver every sale's and subscription's events to this URL as PagPolar's webhooks, "+
+		"with Authorization: Bearer $"+envWebhookToken+" (a fresh token, printed as "+envWebhookToken+"=..., when unset)")
 	fs.Float64Var(&cfg.faultRate, "fault-rate", 0, "total fault rate split evenly among the kinds not set by their own flag")
 	for _, f := range cfg.faults {
 		fs.Float64Var(&f.rate, f.flag, 0, "rate: "+f.usage)
@@ -165,6 +172,12 @@ func (cfg *simConfig) check() error {
 		return fmt.Errorf("-gateway-status %d: want 502, 503 or 504", cfg.gatewayStatus)
 	case cfg.faultRate < 0 || cfg.faultRate > 1:
 		return fmt.Errorf("-fault-rate %v is outside [0, 1]", cfg.faultRate)
+	}
+	if cfg.webhookURL != "" {
+		u, err := url.Parse(cfg.webhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("-webhook-url %q: want an http:// or https:// URL with a host", cfg.webhookURL)
+		}
 	}
 	unset := 0
 	for _, f := range cfg.faults {
@@ -292,6 +305,23 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				l.At.Format(time.RFC3339Nano), l.Method, l.Path, l.Key, status, l.Replayed, l.Fault)
 		})
 	}
+	// The webhook token comes from the environment (a flag's value would
+	// show in ps), or is made here and printed with the other variables.
+	webhookToken, printToken := os.Getenv(envWebhookToken), false
+	var sender *pagpolartest.WebhookSender
+	if cfg.webhookURL != "" {
+		if webhookToken == "" {
+			webhookToken, printToken = "whk_"+randomSecret(), true
+		}
+		logf := func(format string, args ...any) {
+			logMu.Lock()
+			defer logMu.Unlock()
+			fmt.Fprintf(stderr, format, args...)
+		}
+		sender = pagpolartest.NewWebhookSenderFor(s, cfg.webhookURL, webhookToken,
+			pagpolartest.WithSenderHTTPClient(&http.Client{Transport: webhookLog{next: http.DefaultTransport, logf: logf}}))
+		defer sender.Close()
+	}
 	if err := s.StartAddr(cfg.addr); err != nil {
 		fmt.Fprintf(stderr, "pagpolar sim: %v\n", err)
 		return 1
@@ -312,15 +342,27 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cred := fmt.Sprintf("cred_extra_%d", i)
 		fmt.Fprintf(stdout, "PAGPOLAR_CREDENTIAL_%d=%s\nPAGPOLAR_CREDENTIAL_%d_TOKEN=%s\n", i, cred, i, s.AddToken(cred))
 	}
+	if printToken {
+		fmt.Fprintf(stdout, "%s=%s\n", envWebhookToken, webhookToken)
+	}
 	fmt.Fprintln(stdout, "PAGPOLAR_READY=1")
 	logMu.Lock()
 	fmt.Fprintf(stderr, "pagpolar sim: serving %s (%d faults injected); SIGINT or SIGTERM stops it\n", s.URL, len(cfg.faultsToInject()))
+	if sender != nil {
+		fmt.Fprintf(stderr, "pagpolar sim: delivering webhooks to %s (failed deliveries are sent again %s later, %d attempts)\n",
+			cfg.webhookURL, pagpolartest.DefaultWebhookRetryDelay, pagpolartest.DefaultWebhookAttempts)
+	}
 	logMu.Unlock()
 
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	err = s.Shutdown(sctx)
+	if sender != nil {
+		// Deliveries under way end; resends not yet due are dropped.
+		_ = sender.Flush(sctx)
+		sender.Close()
+	}
 	logMu.Lock()
 	defer logMu.Unlock()
 	if err != nil {
@@ -338,4 +380,43 @@ func randomSecret() string {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// envWebhookToken names the variable holding the webhook token the sim
+// sends (and the example receiver checks).
+const envWebhookToken = "PAGPOLAR_WEBHOOK_TOKEN"
+
+// webhookLog logs each webhook delivery of the sim: event, object, answer.
+type webhookLog struct {
+	next http.RoundTripper
+	logf func(format string, args ...any)
+}
+
+func (l webhookLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	var env struct {
+		Event string `json:"event"`
+		Data  struct {
+			Transaction  *struct{ ID string } `json:"transaction"`
+			Subscription *struct{ ID string } `json:"subscription"`
+		} `json:"data"`
+	}
+	if req.GetBody != nil {
+		if b, err := req.GetBody(); err == nil {
+			_ = json.NewDecoder(b).Decode(&env)
+		}
+	}
+	what := env.Event
+	switch {
+	case env.Data.Transaction != nil:
+		what += " " + env.Data.Transaction.ID
+	case env.Data.Subscription != nil:
+		what += " " + env.Data.Subscription.ID
+	}
+	resp, err := l.next.RoundTrip(req)
+	if err != nil {
+		l.logf("pagpolar sim: webhook %s: not delivered: %v\n", what, err)
+		return nil, err
+	}
+	l.logf("pagpolar sim: webhook %s: %s\n", what, resp.Status)
+	return resp, nil
 }

@@ -8,12 +8,14 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
@@ -284,5 +286,54 @@ func TestSimShapesFlag(t *testing.T) {
 	}
 	if _, err := parseSimFlags([]string{"-shapes", "nope"}, io.Discard); err == nil {
 		t.Fatal("an unknown shape was accepted")
+	}
+}
+
+// TestSimDeliversWebhooks: with -webhook-url the sim posts each business
+// event to that URL with the webhook token of PAGPOLAR_WEBHOOK_TOKEN (never
+// a flag: it would show in ps), or with a fresh one it prints when unset.
+func TestSimDeliversWebhooks(t *testing.T) {
+	type delivery struct{ auth, event string }
+	got := make(chan delivery, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env wire.WebhookEnvelope
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		got <- delivery{r.Header.Get(wire.HeaderAuthorization), env.Event}
+	}))
+	defer hook.Close()
+	for _, c := range []struct{ env, want string }{{"whk_from_env", "whk_from_env"}, {"", ""}} {
+		t.Setenv("PAGPOLAR_WEBHOOK_TOKEN", c.env)
+		vars, stderr, stop := startSim(t, "-addr", "127.0.0.1:0", "-webhook-url", hook.URL+"/webhooks/pagpolar")
+		want := c.want
+		if c.env == "" {
+			want = vars["PAGPOLAR_WEBHOOK_TOKEN"]
+			if !strings.HasPrefix(want, "whk_") {
+				t.Fatalf("no token in the environment: want a fresh one printed, got %v", vars)
+			}
+		} else if _, printed := vars["PAGPOLAR_WEBHOOK_TOKEN"]; printed {
+			t.Fatal("the token from the environment was printed")
+		}
+		if st, body, err := post(t, vars["PAGPOLAR_URL"]+wire.RoutePix, vars["PAGPOLAR_TOKEN"], "k1", simPix); err != nil || st != 201 {
+			t.Fatalf("pix: %d %s %v", st, body, err)
+		}
+		select {
+		case d := <-got:
+			if d.auth != "Bearer "+want || d.event != wire.EventTransactionCreated {
+				t.Fatalf("delivery %+v, want TRANSACTION_CREATED with Bearer %s", d, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no webhook delivered")
+		}
+		if code := stop(); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		if !strings.Contains(stderr.String(), "webhook TRANSACTION_CREATED sale_") || strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr must log the delivery, never the token: %s", stderr.String())
+		}
+	}
+	for _, bad := range []string{"localhost:3000/x", "ftp://h/x", "http://"} {
+		if code := run(context.Background(), []string{"sim", "-webhook-url", bad}, &syncBuffer{}, &syncBuffer{}); code != 2 {
+			t.Errorf("-webhook-url %q: exit %d, want 2", bad, code)
+		}
 	}
 }

@@ -12,7 +12,15 @@
 // token, put the new one in PAGPOLAR_WEBHOOK_TOKEN_NEXT: both are accepted.
 // With PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN set,
 // doubtful statuses are checked with GET /sales/{identifier}; without them
-// they are left as stored.
+// they are left as stored. That client's key store is PAGPOLAR_STORE (a
+// store URL, e.g. sqlite:/var/lib/shop/pagpolar.db; default a temporary
+// SQLite file), and every event first settles the operations of that
+// store it carries the effect of (webhook.Config.Settle): a charge whose
+// answer was lost, left "outcome unknown", is settled by its event.
+//
+// -charge shows that against `pagpolar sim -webhook-url ... -hold 1`: it
+// charges one PIX order whose answer never comes, and waits for the
+// event to settle it (README.md has the commands).
 //
 // PAGPOLAR_WEBHOOK_PAYLOAD_KEYS holds the keys that seal stored bodies
 // (id:base64, the sealing key first, old keys after it while rotating);
@@ -33,7 +41,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/pagpolar/pagpolar-go/keystore"
 	"io"
 	"log"
 	"log/slog"
@@ -41,11 +48,16 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/examples/internal/exampleenv"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
 	"github.com/pagpolar/pagpolar-go/webhook"
 	"github.com/pagpolar/pagpolar-go/webhook/redisinbox"
 	"github.com/pagpolar/pagpolar-go/webhook/sqlinbox"
@@ -65,12 +77,32 @@ type config struct {
 	redisPrefix   string // the Redis keys' prefix (default redisinbox.DefaultPrefix)
 	redisVolatile bool   // accept a Redis without an append-only file
 
+	// The API client (PAGPOLAR_BASE_URL...), nil without it: it checks
+	// doubtful statuses, and settles its key store's unknown operations
+	// from the events (Settle).
+	client  *pagpolar.Client
+	keys    keystore.Store // the client's key store (PAGPOLAR_STORE)
+	sent    *atomic.Int64  // requests the client has sent
+	cred    string         // its credential ID
+	offerID string         // -charge: the offer charged (PAGPOLAR_OFFER_ID)
+	closers []func()
+
 	onOutcome func(webhook.Record) // tests: see each recorded outcome
+}
+
+// close releases what fromEnv opened.
+func (c *config) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
 }
 
 func main() {
 	list := flag.String("list", "", "list the events in a state (received, processing, processed, error, dead) and exit")
 	retry := flag.String("retry", "", "make the dead or failed event with this key due again and exit")
+	charge := flag.Bool("charge", false, "charge one PIX order whose answer is lost, wait for its webhook event to settle it, and exit (against `pagpolar sim -webhook-url ... -hold 1`)")
+	ref := flag.String("ref", "", "-charge: order code (default: PEDIDO-WH plus a suffix unique to this run)")
 	flag.Parse()
 
 	cfg := config{
@@ -95,11 +127,16 @@ func main() {
 			}
 			return err
 		})
+	case *charge:
+		if err = cfg.fromEnv(); err == nil {
+			err = chargeAndSettle(ctx, cfg, exampleenv.Ref("PEDIDO-WH", *ref), os.Stdout)
+		}
 	default:
 		if err = cfg.fromEnv(); err == nil {
 			err = run(ctx, cfg, nil)
 		}
 	}
+	cfg.close()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -138,19 +175,35 @@ func (c *config) fromEnv() error {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	base, cred, apiTok := os.Getenv("PAGPOLAR_BASE_URL"), os.Getenv("PAGPOLAR_CREDENTIAL_ID"), os.Getenv("PAGPOLAR_TOKEN")
+	base, cred, apiTok := os.Getenv(exampleenv.EnvBaseURL), os.Getenv(exampleenv.EnvCredential), os.Getenv(exampleenv.EnvToken)
 	switch {
 	case base != "" && cred != "" && apiTok != "":
-		// This receiver only reads from the API (GET /sales/{id}, GET
-		// /refunds), so an in-memory key store is enough; a client that
-		// charges needs a durable one (keystore/sqlstore, keystore/redisstore).
-		client, err := pagpolar.NewClient(cred, pagpolar.StaticToken(apiTok), pagpolar.WithBaseURL(base),
-			pagpolar.WithStore(keystore.NewMemory()), pagpolar.WithLogger(c.log))
+		keysURL, where := os.Getenv("PAGPOLAR_STORE"), "PAGPOLAR_STORE"
+		if keysURL == "" {
+			where = "a temporary SQLite file (PAGPOLAR_STORE names another)"
+			dir, err := os.MkdirTemp("", "pagpolar-keys-")
+			if err != nil {
+				return err
+			}
+			c.closers = append(c.closers, func() { _ = os.RemoveAll(dir) })
+			keysURL = "sqlite:" + filepath.Join(dir, "keys.db")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		keys, closeKeys, err := storeurl.Open(ctx, keysURL)
+		if err != nil {
+			return fmt.Errorf("PAGPOLAR_STORE: %w", err)
+		}
+		c.closers = append(c.closers, func() { _ = closeKeys() })
+		client, sent, err := newClient(base, cred, pagpolar.StaticToken(apiTok), keys, c.log)
 		if err != nil {
 			return err
 		}
+		c.client, c.keys, c.sent, c.cred = client, keys, sent, cred
+		c.offerID = envOr(exampleenv.EnvOfferID, exampleenv.SimOfferID)
 		c.api = webhook.FromClient(client)
-		c.log.Info("checking doubtful statuses against the API at "+base+" (PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN are set)", "base_url", base)
+		c.log.Info("checking doubtful statuses against the API at "+base+" (PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN are set); "+
+			"events settle the unknown operations of the key store in "+where, "base_url", base)
 	case base != "" || cred != "" || apiTok != "":
 		return errors.New("set all of PAGPOLAR_BASE_URL, PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN (statuses are then checked with the API) or none of them")
 	default:
@@ -225,7 +278,7 @@ func run(ctx context.Context, cfg config, ready chan<- string) error {
 	}
 	defer closeStore()
 	app := &app{db: db, api: cfg.api, log: cfg.log}
-	inbox, err := webhook.New(webhook.Config{
+	wcfg := webhook.Config{
 		Store:             store,
 		Tokens:            cfg.tokens,
 		PayloadKeys:       cfg.payloadKeys,
@@ -240,7 +293,14 @@ func run(ctx context.Context, cfg config, ready chan<- string) error {
 		Default:   app.other,
 		Logger:    cfg.log,
 		OnOutcome: cfg.onOutcome,
-	})
+	}
+	if cfg.client != nil {
+		// Before its handler, each event settles the client's unknown
+		// operations it carries the effect of: a lookup-free, send-free
+		// settle, by the same attribution rule as the SDK's lookups.
+		wcfg.Settle = cfg.client
+	}
+	inbox, err := webhook.New(wcfg)
 	if err != nil {
 		return err
 	}

@@ -126,9 +126,26 @@ func TestFromEnvSaysWhichAPI(t *testing.T) {
 	t.Setenv("PAGPOLAR_TOKEN", "tok")
 	var logs bytes.Buffer
 	c := config{log: slog.New(slog.NewTextHandler(&logs, nil))}
-	if err := c.fromEnv(); err != nil || c.api == nil || !strings.Contains(logs.String(), "against the API at http://127.0.0.1:9/v1") {
+	err := c.fromEnv()
+	defer c.close()
+	if err != nil || c.api == nil || c.client == nil || !strings.Contains(logs.String(), "against the API at http://127.0.0.1:9/v1") ||
+		!strings.Contains(logs.String(), "a temporary SQLite file") {
 		t.Fatalf("err %v, api %v, log %q", err, c.api, logs.String())
 	}
+	c.close()
+	// PAGPOLAR_STORE names the key store the events settle operations of.
+	t.Setenv("PAGPOLAR_STORE", "sqlite:"+filepath.Join(t.TempDir(), "keys.db"))
+	logs.Reset()
+	if err := c.fromEnv(); err != nil || c.keys == nil || !strings.Contains(logs.String(), "key store in PAGPOLAR_STORE") {
+		t.Fatalf("PAGPOLAR_STORE: err %v, log %q", err, logs.String())
+	}
+	c.close()
+	t.Setenv("PAGPOLAR_STORE", "nosuch://x")
+	if c = (config{log: c.log}); c.fromEnv() == nil {
+		t.Fatal("a bad PAGPOLAR_STORE: want an error")
+	}
+	c.close()
+	t.Setenv("PAGPOLAR_STORE", "")
 	t.Setenv("PAGPOLAR_TOKEN", "")
 	if c = (config{log: c.log}); c.fromEnv() == nil {
 		t.Fatal("two of the three API variables: want an error")

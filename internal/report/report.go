@@ -35,6 +35,10 @@ type Report struct {
 	// were settled afterwards.
 	Settling Settling `json:"settling"`
 
+	// Webhooks is the demo's last phase: the run's webhook events settle
+	// what stayed "outcome unknown" (nil in chaos runs).
+	Webhooks *Webhooks `json:"webhooks,omitempty"`
+
 	SDK Stats `json:"sdk"` // from the client's Hook
 
 	Requests      Requests `json:"requests"` // as the fake server received them
@@ -56,6 +60,33 @@ type Settling struct {
 	// SettleMS is how long settling took, from the end of the checkout
 	// pass until nothing more could be settled.
 	SettleMS float64 `json:"settle_ms"`
+}
+
+// Webhooks is what the run's webhook events settled: when operations are
+// still unknown after the reconciler, every event the fake emitted is
+// delivered to an inbox whose Settle is the client (sharing its key store).
+// The counts come from the records' states before and after, and from the
+// fake's request log.
+type Webhooks struct {
+	UnknownBefore int      `json:"unknown_before"` // operations unknown when the phase began (0: the phase did not run)
+	Settled       int      `json:"settled"`        // of those, succeeded after it: settled by an event
+	StillUnknown  int      `json:"still_unknown"`  // of those, still unknown
+	Other         []string `json:"other"`          // of those, in any other state after it (must be empty: events settle only successes)
+	CarriedOn     int      `json:"carried_on"`     // orders run again once their first operation was settled (their refund or plan change)
+	Events        int      `json:"events"`         // events delivered
+	Deliveries    int      `json:"deliveries"`     // delivery attempts
+	Refused       int      `json:"refused"`        // attempts the inbox did not answer 2xx
+	Requests      int      `json:"requests"`       // requests the fake received meanwhile (must be 0: settling from an event never sends)
+	MS            float64  `json:"ms"`
+}
+
+// MarshalJSON writes an empty list as [], never null.
+func (w Webhooks) MarshalJSON() ([]byte, error) {
+	type plain Webhooks
+	if w.Other == nil {
+		w.Other = []string{}
+	}
+	return json.Marshal(plain(w))
 }
 
 // Requests counts what the fake server received.
@@ -114,6 +145,9 @@ func (r *Report) OK() bool {
 	if r.Chaos != nil && (len(r.Chaos.Disagreements) > 0 || r.Chaos.OtherExits > 0) {
 		return false
 	}
+	if w := r.Webhooks; w != nil && (w.Requests > 0 || len(w.Other) > 0) {
+		return false
+	}
 	return true
 }
 
@@ -169,6 +203,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	line("", "and %d by calling again with the same operation ID (the SDK looks up first and resends only once the first attempt is proven absent);",
 		s.SettledByReissue)
 	line("", "%d still open after %d %s of that job, %s", s.StillUnsettledEnd, s.ReconcileRounds, plural(s.ReconcileRounds, "round", "rounds"), msString(s.SettleMS))
+	if wh := r.Webhooks; wh != nil {
+		if wh.UnknownBefore == 0 {
+			line("settled by webhook events", "none needed: no operation was left \"outcome unknown\"")
+		} else {
+			line("settled by webhook events", "%d unknown %s settled by webhook events, %d still unknown: the run's %d events (%d deliveries) went to an inbox whose Settle is the client;",
+				wh.Settled, plural(wh.Settled, "outcome", "outcomes"), wh.StillUnknown, wh.Events, wh.Deliveries)
+			line("", "%d requests reached the API meanwhile%s, %d deliveries refused, %d settled otherwise%s, %s; then %d %s went on (refund, plan change)",
+				wh.Requests, must0(wh.Requests), wh.Refused, len(wh.Other), must0(len(wh.Other)), msString(wh.MS), wh.CarriedOn, plural(wh.CarriedOn, "order", "orders"))
+		}
+	}
 	line("resends with the same key, by cause", "%s", described(r.SDK.Retries, retryCauses))
 	line("answers that needed a lookup, by cause", "%s; %d lookups in all", described(r.SDK.Ambiguous, ambiguousCauses), r.SDK.Lookups)
 	line("retries refused by the retry budget", "%d (each ends \"not executed\": safe to call again)", r.SDK.Budget)
@@ -196,7 +240,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		name string
 		list []string
 	}{{"charged twice", r.Check.Duplicates}, {"false failure", r.Check.FalseFailures}, {"succeeded without effect", r.Check.WithoutEffect},
-		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"outcome unknown", r.Check.Unknown}} {
+		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"outcome unknown", r.Check.Unknown}, {"settled otherwise by an event", webhookOther(r)}} {
 		for i, s := range l.list {
 			if i == 20 {
 				fmt.Fprintf(w, "  %s: ... and %d more\n", l.name, len(l.list)-20)
@@ -317,4 +361,11 @@ func msString(v float64) string {
 	default:
 		return fmt.Sprintf("%.1fms", v)
 	}
+}
+
+func webhookOther(r *Report) []string {
+	if r.Webhooks == nil {
+		return nil
+	}
+	return r.Webhooks.Other
 }

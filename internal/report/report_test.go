@@ -160,7 +160,7 @@ func TestVerifyAgainstTheFake(t *testing.T) {
 // TestReportJSONHasNoNull: empty lists and counters are written [] and {},
 // so that a script can iterate over any of them without a null check.
 func TestReportJSONHasNoNull(t *testing.T) {
-	for _, rep := range []*Report{{Mode: "demo"}, {Mode: "chaos", Chaos: &ChaosStats{}}} {
+	for _, rep := range []*Report{{Mode: "demo"}, {Mode: "demo", Webhooks: &Webhooks{}}, {Mode: "chaos", Chaos: &ChaosStats{}}} {
 		var js bytes.Buffer
 		if err := rep.WriteJSON(&js); err != nil {
 			t.Fatal(err)
@@ -211,5 +211,32 @@ func TestTrafficCountsFaults(t *testing.T) {
 	r, f := Traffic(l, "c", 2)
 	if r.Total != 2 || r.Posts != 1 || r.Reads != 1 || r.PerOrder != 1 || f["latency"] != 1 || f["commit_then_drop"] != 1 || f["gateway"] != 0 {
 		t.Fatalf("traffic %+v faults %v", r, f)
+	}
+}
+
+// TestReportWebhooks: the webhook phase's counts are printed as measured,
+// and a request sent or a non-success settled by an event fails the run.
+func TestReportWebhooks(t *testing.T) {
+	w := &Webhooks{UnknownBefore: 12, Settled: 8, StillUnknown: 4, CarriedOn: 8, Events: 316, Deliveries: 318}
+	rep := &Report{Mode: "demo", Webhooks: w}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"8 unknown outcomes settled by webhook events, 4 still unknown", "316 events (318 deliveries)", "0 requests reached the API meanwhile,", "then 8 orders went on"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	if !rep.OK() {
+		t.Fatal("a clean webhook phase fails the run")
+	}
+	for _, bad := range []Webhooks{{UnknownBefore: 1, Requests: 1}, {UnknownBefore: 1, Other: []string{"pix:o-1: unknown, then failed"}}} {
+		rep.Webhooks = &bad
+		b.Reset()
+		_ = rep.WriteText(&b)
+		if rep.OK() || !strings.Contains(b.String(), "<-- must be 0") {
+			t.Errorf("%+v: want a failed run with the line marked:\n%s", bad, b.String())
+		}
 	}
 }
