@@ -1,0 +1,192 @@
+package pagpolar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// Settling: an ambiguous attempt is looked up (lookup.go) and what is
+// found attributed (attribute.go) before anything is sent again; a
+// not-found counts only once it is trusted (SAFETY rules 5, 11, 12).
+
+// trustFrom sets the trust moment d after client time now, on both clocks.
+func (e *exec) trustFrom(now time.Time, d time.Duration) {
+	e.meta.TrustAfter = now.Add(d)
+	e.meta.TrustAfterStore = time.Time{}
+	if sn := e.storeNow(now); !sn.IsZero() {
+		e.meta.TrustAfterStore = sn.Add(d)
+	}
+}
+
+// trustNoEarlier moves the trust moment to d after now unless it is later
+// already.
+func (e *exec) trustNoEarlier(now time.Time, d time.Duration) {
+	if t := now.Add(d); t.After(e.meta.TrustAfter) {
+		e.meta.TrustAfter = t
+	}
+	if sn := e.storeNow(now); !sn.IsZero() {
+		if t := sn.Add(d); t.After(e.meta.TrustAfterStore) {
+			e.meta.TrustAfterStore = t
+		}
+	}
+}
+
+// trusted reports whether a "not found" seen now is conclusive: the trust
+// moment has passed on this client's clock and on the store's.
+func (e *exec) trusted(now time.Time) bool {
+	if now.Before(e.meta.TrustAfter) {
+		return false
+	}
+	if e.meta.TrustAfterStore.IsZero() {
+		return true
+	}
+	sn := e.storeNow(now)
+	return !sn.IsZero() && !sn.Before(e.meta.TrustAfterStore)
+}
+
+// settle settles an ambiguous operation by lookup (SAFETY rule 5). With
+// resend, a trusted not-found leads to a resend with the same key; without
+// it (Resume), to not_executed. Without wait, it looks once (ResumeAll).
+func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) {
+	c, p := e.c, e.c.policy
+	start := c.clock.Now()
+	for {
+		if ctx.Err() != nil {
+			return nil, e.unknownErr("context ended while settling", ctx.Err())
+		}
+		if err := e.renewIfAged(ctx); err != nil {
+			// The attempt was ambiguous: whatever happened to our lease or
+			// store, the outcome is what is unknown.
+			return nil, e.unknownErr("could not hold the operation while settling it", err)
+		}
+		// A lookup observes the API as of when it is sent, not when its
+		// answer (or its last page) arrives: only one sent after the trust
+		// moment is conclusive.
+		conclusive := e.trusted(c.clock.Now())
+		lo, err := c.lookup(ctx, e.s.kind, e.s.id, e.meta)
+		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: e.scrubErr(err)})
+		if err == nil {
+			switch lo.kind {
+			case lookupSucceeded:
+				return e.succeed(ctx, lo.effect, SourceLookup)
+			case lookupFailed:
+				if conclusive {
+					return nil, e.refused(ctx, lo.effect, "settled by lookup: "+lo.reason, SourceLookup)
+				}
+				if !wait {
+					return nil, e.unknownErr("a refused effect was found, but the request may still commit a success", nil)
+				}
+				// A refusal is final only once our own request must have
+				// ended: until then a success of ours may still appear.
+			case lookupUnclear:
+				e.meta.noteUnclear(lo.refs) // what was seen outlives this call
+				ref := ""
+				if len(lo.refs) > 0 {
+					ref = lo.refs[0]
+				}
+				return nil, e.unknownSaved(ctx, lo.reason, nil, ref)
+			case lookupUnsupported:
+				return nil, e.unknownSaved(ctx, "no reliable lookup exists for this route ("+lo.reason+"); the SDK never resends blind", nil, "")
+			case lookupNotFound:
+				if conclusive {
+					return e.trustedNotFound(ctx, resend)
+				}
+			}
+		}
+		if !wait {
+			if err != nil {
+				return nil, e.unknownErr("the lookup failed", err)
+			}
+			return nil, e.unknownErr("not found yet, but the original request may still commit", nil)
+		}
+		now := c.clock.Now()
+		if now.Sub(start) >= p.MaxSettleWait {
+			reason := fmt.Sprintf("still unsettled after waiting %s", p.MaxSettleWait)
+			if err != nil {
+				reason += "; the last lookup failed"
+			}
+			return nil, e.unknownErr(reason, err)
+		}
+		w := p.LookupInterval
+		if err == nil {
+			if until := e.meta.TrustAfter.Sub(now); until > 0 && until < w {
+				w = until
+			}
+		}
+		c.emit(ctx, Event{Kind: EventWait, OperationID: e.s.id, Key: e.rec.Key, Wait: w, Cause: "settle"})
+		if err := e.renewBefore(ctx, w); err != nil {
+			return nil, e.unknownErr("could not hold the operation while settling it", err)
+		}
+		if serr := sleep(ctx, c.clock, w); serr != nil {
+			if err != nil {
+				return nil, e.unknownErr("context ended while settling; the last lookup failed", errors.Join(serr, err))
+			}
+			return nil, e.unknownErr("context ended while settling", serr)
+		}
+	}
+}
+
+// trustedNotFound acts on a conclusive "not found": resend with the same
+// key (a call), or settle not executed (Resume). An unverifiable 2xx on
+// this key means the effect may exist under a shape the lookup cannot
+// read: neither is allowed then.
+func (e *exec) trustedNotFound(ctx context.Context, resend bool) (*settled, error) {
+	c, p := e.c, e.c.policy
+	if e.meta.Saw2xx {
+		return nil, e.unknownSaved(ctx, "the API answered 2xx in a shape the SDK could not verify, and no matching effect was found; inspect the effect by its reference", nil, "")
+	}
+	if !resend {
+		return e.settleNotExecuted(ctx)
+	}
+	if !c.budget.takeRetry() {
+		c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: "trusted-not-found"})
+		err := fmt.Errorf("%w: lookup proved the request was not executed; call again to send", ErrBudgetExhausted)
+		return nil, e.notExecuted(ctx, err.Error(), err)
+	}
+	if e.retries >= p.MaxAttempts {
+		err := fmt.Errorf("lookup proved the request was not executed after %d resends; call again to send", e.retries)
+		return nil, e.notExecuted(ctx, err.Error(), err)
+	}
+	e.retries++
+	c.emit(ctx, Event{Kind: EventRetry, OperationID: e.s.id, Key: e.rec.Key, Cause: "trusted-not-found"})
+	return e.sendLoop(ctx, true)
+}
+
+func (e *exec) settleNotExecuted(ctx context.Context) (*settled, error) {
+	e.rec.State, e.rec.Error = keystore.StateNotExecuted, "settled: lookup proved nothing was executed"
+	if err := e.saveOutcome(ctx); err != nil {
+		return nil, err
+	}
+	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted), Source: SourceLookup})
+	return &settled{rec: e.rec, op: e.op(SourceLookup)}, nil
+}
+
+// fromRecord answers from a settled record without sending anything.
+func (c *Client) fromRecord(opID string, rec keystore.Record) (*settled, error) {
+	op := Operation{ID: opID, Key: rec.Key, Source: SourceLocalRecord, Attempts: rec.Attempts}
+	switch rec.State {
+	case keystore.StateSucceeded:
+		return &settled{rec: rec, op: op}, nil
+	case keystore.StateFailed:
+		var f storedFailure
+		_ = json.Unmarshal(rec.Result, &f)
+		err := &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State)}
+		switch {
+		case f.Why == "collision" || (f.Why == "" && f.Status == 0):
+			err.Err = fmt.Errorf("%w: %s", ErrParamsMismatch, rec.Error)
+		case f.Why == "declined":
+			err.Err = fmt.Errorf("%w: %s", ErrDeclined, rec.Error)
+		case f.Why == "refused":
+			err.Err = fmt.Errorf("%w: %s", ErrRefused, rec.Error)
+		default:
+			err.Err = &APIError{StatusCode: f.Status, Code: f.Code, Message: f.Message, RequestID: f.RequestID, Key: rec.Key, FromAPI: true}
+		}
+		return nil, err
+	}
+	return nil, fmt.Errorf("pagpolar: operation %q is %s", opID, rec.State)
+}
