@@ -195,8 +195,8 @@ func main() {
 			return benchpair.Summarize(benchpair.Of(samples, name, func(s benchpair.Sample) float64 { return benchpair.WallPerOp(s) / 1e3 })).Fmt("%.1f")
 		}
 		fmt.Fprintf(md, "| p%d (%d rounds × %d ops) | %s | %s | **%s** | **%s** | %.0f → %.0f | %s |\n", p, *rounds, *ops, us("handwritten"), us("stripe-go"),
-			benchpair.Summarize(benchpair.PerRound(samples, "stripe-go", "handwritten", benchpair.WallPerOp)).Fmt("%.2f×"),
-			benchpair.Summarize(benchpair.PerRound(samples, "stripe-go", "handwritten", benchpair.CPUPerOp)).Fmt("%.2f×"),
+			benchpair.Summarize(benchpair.PerRound(samples, "stripe-go", "handwritten", benchpair.WallPerOp)).FmtIQR("%.2f×"),
+			benchpair.Summarize(benchpair.PerRound(samples, "stripe-go", "handwritten", benchpair.CPUPerOp)).FmtIQR("%.2f×"),
 			benchpair.Median(benchpair.Of(samples, "handwritten", benchpair.AllocsPerOp)), benchpair.Median(benchpair.Of(samples, "stripe-go", benchpair.AllocsPerOp)),
 			benchpair.Summarize(benchpair.All(samples, benchpair.Load1)).Fmt("%.1f"))
 	}

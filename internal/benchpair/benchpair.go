@@ -293,6 +293,11 @@ func (s Summary) Fmt(verb string) string {
 	return fmt.Sprintf(verb+" ("+verb+" – "+verb+")", s.Median, s.Lo, s.Hi)
 }
 
+// FmtIQR formats a summary as "median (lo – hi; IQR q1 – q3)".
+func (s Summary) FmtIQR(verb string) string {
+	return fmt.Sprintf(verb+" ("+verb+" – "+verb+"; IQR "+verb+" – "+verb+")", s.Median, s.Lo, s.Hi, s.Q1, s.Q3)
+}
+
 // WriteSummary prints a readable table ("#" lines): per case, median and
 // range over rounds of wall µs/op, CPU µs/op, allocs/op, ops/s, p50 and
 // p99 ms, and the ratios of wall and CPU to the baseline in the same

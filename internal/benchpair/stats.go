@@ -44,16 +44,34 @@ func Range(xs []float64) (lo, hi float64) {
 	return slices.Min(xs), slices.Max(xs)
 }
 
-// Summary is the median and range of one figure over the rounds.
+// Quantile is the q-th quantile (0 ≤ q ≤ 1) of xs, interpolated linearly
+// between the two nearest ranks (as R's type 7); NaN for none.
+func Quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	h := q * float64(len(s)-1)
+	i := int(math.Floor(h))
+	if i >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	return s[i] + (h-float64(i))*(s[i+1]-s[i])
+}
+
+// Summary is the median, range and interquartile range of one figure over
+// the rounds.
 type Summary struct {
 	Median, Lo, Hi float64
+	Q1, Q3         float64
 	N              int
 }
 
-// Summarize returns the median and range of xs.
+// Summarize returns the median, range and quartiles of xs.
 func Summarize(xs []float64) Summary {
 	lo, hi := Range(xs)
-	return Summary{Median: Median(xs), Lo: lo, Hi: hi, N: len(xs)}
+	return Summary{Median: Median(xs), Lo: lo, Hi: hi, Q1: Quantile(xs, 0.25), Q3: Quantile(xs, 0.75), N: len(xs)}
 }
 
 // Percentile is the p-th percentile (0 < p ≤ 100) of sorted by the

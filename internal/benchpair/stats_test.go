@@ -41,6 +41,21 @@ func TestMedianAndRange(t *testing.T) {
 	}
 }
 
+func TestQuantile(t *testing.T) {
+	xs := []float64{7, 1, 3, 5} // sorted: 1 3 5 7
+	for _, tc := range []struct{ q, want float64 }{{0, 1}, {0.25, 2.5}, {0.5, 4}, {0.75, 5.5}, {1, 7}} {
+		if got := Quantile(xs, tc.q); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Quantile(%v, %v) = %v, want %v", xs, tc.q, got, tc.want)
+		}
+	}
+	if s := Summarize(xs); s.Q1 != 2.5 || s.Q3 != 5.5 || s.Median != 4 || s.Lo != 1 || s.Hi != 7 {
+		t.Errorf("Summarize = %+v", s)
+	}
+	if got := Summarize([]float64{1.2, 1.1}).FmtIQR("%.2f"); got != "1.15 (1.10 – 1.20; IQR 1.12 – 1.18)" {
+		t.Errorf("FmtIQR = %q", got)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	ms := func(xs ...int) []time.Duration {
 		var d []time.Duration

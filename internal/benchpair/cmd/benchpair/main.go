@@ -143,7 +143,7 @@ func overhead(ctx context.Context, out *bufio.Writer, md io.Writer, rounds, ops 
 			return benchpair.Median(benchpair.Of(samples, name, f))
 		}
 		fmt.Fprintf(md, "| p%d (%d rounds × %d ops) | %s | %s | **%s** | **%s** | %.0f → %.0f | %.0f → %.0f | %s | %s |\n", p, rounds, n,
-			us("handwritten"), us("sdk-memory"), w.Fmt("%.2f×"), c.Fmt("%.2f×"),
+			us("handwritten"), us("sdk-memory"), w.FmtIQR("%.2f×"), c.FmtIQR("%.2f×"),
 			of("handwritten", benchpair.AllocsPerOp), of("sdk-memory", benchpair.AllocsPerOp),
 			of("handwritten", benchpair.BytesPerOp), of("sdk-memory", benchpair.BytesPerOp),
 			benchpair.Summarize(benchpair.All(samples, benchpair.Load1)).Fmt("%.1f"), verdict(w.Median <= 1.15 && c.Median <= 1.15))
@@ -261,7 +261,7 @@ func storesSuite(ctx context.Context, out *bufio.Writer, md io.Writer, rounds, o
 				ratio, g := "—", "baseline"
 				if name != "memory" {
 					r := benchpair.Summarize(benchpair.PerRound(samples, name, "memory", benchpair.OpsPerSec))
-					ratio = "**" + r.Fmt("%.2f×") + "**"
+					ratio = "**" + r.FmtIQR("%.2f×") + "**"
 					g = fmt.Sprintf("≥ %.2f× ", goal[name]) + verdict(r.Median >= goal[name])
 				}
 				fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s |\n", name,
@@ -302,7 +302,7 @@ func storesSuite(ctx context.Context, out *bufio.Writer, md io.Writer, rounds, o
 				benchpair.Summarize(scale(added, 1e-6)).Fmt("%.2f"),
 				benchpair.Summarize(scale(floor, 1e-6)).Fmt("%.2f"),
 				benchpair.Summarize(scale(idle, 1e-6)).Fmt("%.2f"),
-				r.Fmt("%.2f×"), ri.Fmt("%.2f×"), verdict(r.Median <= 1.5))
+				r.FmtIQR("%.2f×"), ri.FmtIQR("%.2f×"), verdict(r.Median <= 1.5))
 			fmt.Fprintf(out, "# %s: added p50 %s ms, floor p50 %s ms (idle %s ms), added ÷ floor %s (÷ idle floor %s)\n", name,
 				benchpair.Summarize(scale(added, 1e-6)).Fmt("%.2f"), benchpair.Summarize(scale(floor, 1e-6)).Fmt("%.2f"),
 				benchpair.Summarize(scale(idle, 1e-6)).Fmt("%.2f"), r.Fmt("%.2f"), ri.Fmt("%.2f"))
