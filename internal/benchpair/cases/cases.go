@@ -182,8 +182,8 @@ func SQLite(dir string) StoreOpener {
 	}
 }
 
-// Postgres opens a PostgreSQL store in a new table of dsn's database,
-// dropped on close.
+// Postgres opens a PostgreSQL store in a new table of dsn's database;
+// the table and the store's _meta table are dropped on close.
 func Postgres(dsn string) StoreOpener {
 	return func(ctx context.Context) (keystore.Store, func(), error) {
 		table := fmt.Sprintf("benchpair_ops_%d_%d", os.Getpid(), benchpair.Seq())
@@ -193,7 +193,7 @@ func Postgres(dsn string) StoreOpener {
 		}
 		drop := func() {
 			if db, err := sql.Open("pgx", dsn); err == nil {
-				_, _ = db.Exec("DROP TABLE IF EXISTS " + table)
+				_, _ = db.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_meta")
 				_ = db.Close()
 			}
 		}
