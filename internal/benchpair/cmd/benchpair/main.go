@@ -189,6 +189,12 @@ func redisServer() (url string, stop func(), err error) {
 	defer rc.Close()
 	for range 100 {
 		if rc.Ping(context.Background()).Err() == nil {
+			// Say what the server really runs with, not what was asked.
+			cfg, err := rc.ConfigGet(context.Background(), "append*").Result()
+			if err != nil || cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always" {
+				stop()
+				return "", nil, fmt.Errorf("private redis-server: appendonly %q, appendfsync %q (%v), want yes, always", cfg["appendonly"], cfg["appendfsync"], err)
+			}
 			return url, stop, nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -216,7 +222,7 @@ func storesSuite(ctx context.Context, out *bufio.Writer, md io.Writer, rounds, o
 				}
 				defer stop()
 				redisURL = u
-				fmt.Fprintf(out, "# private redis-server (appendonly yes, appendfsync always) at %s\n", u)
+				fmt.Fprintf(out, "# private redis-server at %s (checked with CONFIG GET: appendonly yes, appendfsync always)\n", u)
 			}
 			open[n] = cases.Redis(redisURL)
 		case "":
