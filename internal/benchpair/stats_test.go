@@ -216,3 +216,35 @@ func TestRunAndOutput(t *testing.T) {
 		t.Errorf("a failing op: %v, want it reported", err)
 	}
 }
+
+// With Config.Pauses, time in Pause is left out of an operation's latency
+// (and, at parallelism 1, of the wall time); without it, it is counted.
+func TestPauseLeftOut(t *testing.T) {
+	const d = 100 * time.Millisecond
+	c := Case{Name: "p", New: func(context.Context) (Op, func(), error) {
+		return func(ctx context.Context, _ int64) error { Pause(ctx, d); return nil }, func() {}, nil
+	}}
+	with, err := Run(context.Background(), Config{Rounds: 1, Ops: 2, Parallel: 1, Pauses: true}, []Case{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := Run(context.Background(), Config{Rounds: 1, Ops: 2, Parallel: 1}, []Case{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range without[0].Lat {
+		if l < d {
+			t.Errorf("without Pauses: latency %v < the %v pause", l, d)
+		}
+	}
+	// Only a stall of the whole process for ≥ 100 ms between two
+	// instructions could fail these.
+	for _, l := range with[0].Lat {
+		if l >= d {
+			t.Errorf("with Pauses: latency %v still counts the %v pause", l, d)
+		}
+	}
+	if with[0].Wall >= d {
+		t.Errorf("with Pauses at p1: wall %v counts the pauses", with[0].Wall)
+	}
+}
