@@ -53,7 +53,7 @@ func BenchmarkChargeStore(b *testing.B) {
 			}
 			b.Cleanup(func() {
 				if db, err := sql.Open("pgx", dsn); err == nil {
-					_, _ = db.Exec("DROP TABLE IF EXISTS " + table)
+					_, _ = db.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_meta")
 					_ = db.Close()
 				}
 				_ = s.Close()

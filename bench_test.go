@@ -1,83 +1,39 @@
 package pagpolar_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
-	"github.com/google/uuid"
 	"github.com/pagpolar/pagpolar-go"
-	"github.com/pagpolar/pagpolar-go/internal/wire"
+	"github.com/pagpolar/pagpolar-go/internal/benchpair/cases"
 	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 // The SDK's overhead is measured against what a careful hand-written client
-// does for the same charge: marshal the same params, send the same headers,
-// decode the same answer, against the same in-process fake. Compare
-// BenchmarkPix/sdk with BenchmarkPix/handwritten at the same parallelism.
+// does for the same charge (cases.Handwritten: the same params, headers and
+// decoding), against the same in-process fake. Compare BenchmarkPix/sdk
+// with BenchmarkPix/handwritten at the same parallelism. These sequential
+// benchmarks are for profiling; the figures of BENCHMARKS.md come from the
+// paired harness (go run ./internal/benchpair/cmd/benchpair), which runs the
+// same clients in interleaved rounds.
 
-var benchCustomer = pagpolar.Customer{Name: "Maria Silva", Email: "maria@example.com", Document: "12345678909", Phone: "11912345678"}
+var benchCustomer = cases.Customer
 
-func benchTransport() *http.Client {
-	return &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
-}
-
-// handwritten is the baseline: one POST, no store, no retries.
-type handwritten struct {
-	hc    *http.Client
-	url   string
-	token string
-	cred  string
-}
-
-var ns = uuid.MustParse("5d0c6f0e-9a43-4b7e-8f5e-2b7f3f6f0a11")
-
-func (h *handwritten) pix(ctx context.Context, ref string) (*wire.Sale, error) {
-	body, err := json.Marshal(wire.PixRequest{OfferIdentifier: "offer-basic", ExternalReference: ref, Customer: wire.Customer{
-		Name: benchCustomer.Name, Email: benchCustomer.Email, Document: benchCustomer.Document, Phone: benchCustomer.Phone}})
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url+wire.RoutePix, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "handwritten/1")
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	req.Header.Set("Idempotency-Key", uuid.NewSHA1(ns, []byte(h.cred+"\x00pix:"+ref)).String())
-	resp, err := h.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusCreated {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	var s wire.Sale
-	return &s, json.Unmarshal(b, &s)
-}
+func benchTransport() *http.Client { return cases.Transport() }
 
 func BenchmarkPix(b *testing.B) {
 	for _, par := range []int{1, 64} {
 		b.Run(fmt.Sprintf("handwritten/p%d", par), func(b *testing.B) {
 			srv := pagpolartest.NewServer(b)
-			h := &handwritten{hc: benchTransport(), url: srv.URL, token: srv.Token, cred: srv.CredentialID}
-			runParallel(b, par, func(ctx context.Context, ref string) error { _, err := h.pix(ctx, ref); return err })
+			h := &cases.Handwritten{HC: benchTransport(), URL: srv.URL, Token: srv.Token, Cred: srv.CredentialID}
+			runParallel(b, par, func(ctx context.Context, ref string) error { _, err := h.Pix(ctx, ref); return err })
 		})
 		b.Run(fmt.Sprintf("sdk/p%d", par), func(b *testing.B) {
 			srv := pagpolartest.NewServer(b)

@@ -1,0 +1,273 @@
+// Package cases holds the clients that the paired benchmarks compare: a
+// hand-written net/http PIX client (the baseline), the SDK with each key
+// store, the store's own writes alone (the floor under the SDK's added
+// latency), and ResumeAll's recovery. Each is a benchpair.Case that builds a
+// fresh fake server, store and client per round.
+package cases
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/internal/benchpair"
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/redisstore"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+// Customer is the customer of every benchmark charge.
+var Customer = pagpolar.Customer{Name: "Maria Silva", Email: "maria@example.com", Document: "12345678909", Phone: "11912345678"}
+
+// Transport is the HTTP client every benchmark client uses: enough idle
+// connections for 64 callers.
+func Transport() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+}
+
+var ns = uuid.MustParse("5d0c6f0e-9a43-4b7e-8f5e-2b7f3f6f0a11")
+
+// Handwritten is the baseline: what a careful hand-written client does for
+// the same PIX charge — marshal the same params, send the same headers
+// (with a derived idempotency key), decode the same answer. One POST, no
+// store, no retries.
+type Handwritten struct {
+	HC    *http.Client
+	URL   string
+	Token string
+	Cred  string
+}
+
+// Pix creates a PIX charge for the order ref.
+func (h *Handwritten) Pix(ctx context.Context, ref string) (*wire.Sale, error) {
+	body, err := json.Marshal(wire.PixRequest{OfferIdentifier: "offer-basic", ExternalReference: ref, Customer: wire.Customer{
+		Name: Customer.Name, Email: Customer.Email, Document: Customer.Document, Phone: Customer.Phone}})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL+wire.RoutePix, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "handwritten/1")
+	req.Header.Set("Authorization", "Bearer "+h.Token)
+	req.Header.Set("Idempotency-Key", uuid.NewSHA1(ns, []byte(h.Cred+"\x00pix:"+ref)).String())
+	resp, err := h.HC.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var s wire.Sale
+	return &s, json.Unmarshal(b, &s)
+}
+
+// Ref is the order reference of benchmark operation seq.
+func Ref(seq int64) string { return fmt.Sprintf("bench-%d", seq) }
+
+func startServer(latency time.Duration) (*pagpolartest.Server, error) {
+	var opts []pagpolartest.Option
+	if latency > 0 {
+		opts = append(opts, pagpolartest.WithLatency(latency))
+	}
+	srv := pagpolartest.NewUnstartedServer(opts...)
+	if err := srv.Start(); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// HandwrittenCase is the baseline against a fresh fake with the given API
+// latency.
+func HandwrittenCase(name string, latency time.Duration) benchpair.Case {
+	return benchpair.Case{Name: name, New: func(context.Context) (benchpair.Op, func(), error) {
+		srv, err := startServer(latency)
+		if err != nil {
+			return nil, nil, err
+		}
+		hc := Transport()
+		h := &Handwritten{HC: hc, URL: srv.URL, Token: srv.Token, Cred: srv.CredentialID}
+		return func(ctx context.Context, seq int64) error {
+				_, err := h.Pix(ctx, Ref(seq))
+				return err
+			}, func() {
+				hc.CloseIdleConnections()
+				srv.Close()
+			}, nil
+	}}
+}
+
+// StoreOpener opens a fresh, empty store for one round; close releases it
+// (and whatever it created: a table, keys).
+type StoreOpener func(ctx context.Context) (s keystore.Store, close func(), err error)
+
+// SDKCase is a PIX charge through the SDK with the store open gives,
+// against a fresh fake with the given API latency.
+func SDKCase(name string, latency time.Duration, open StoreOpener) benchpair.Case {
+	return benchpair.Case{Name: name, New: func(ctx context.Context) (benchpair.Op, func(), error) {
+		store, closeStore, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		srv, err := startServer(latency)
+		if err != nil {
+			closeStore()
+			return nil, nil, err
+		}
+		hc := Transport()
+		c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL),
+			pagpolar.WithHTTPClient(hc), pagpolar.WithStore(store))
+		if err != nil {
+			srv.Close()
+			closeStore()
+			return nil, nil, err
+		}
+		return func(ctx context.Context, seq int64) error {
+				_, err := c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: Ref(seq), Customer: Customer})
+				return err
+			}, func() {
+				hc.CloseIdleConnections()
+				srv.Close()
+				closeStore()
+			}, nil
+	}}
+}
+
+// Memory opens a memory store.
+func Memory(context.Context) (keystore.Store, func(), error) {
+	return keystore.NewMemory(), func() {}, nil
+}
+
+// SQLite opens a SQLite store in a new file under dir (the system's
+// temporary directory when "").
+func SQLite(dir string) StoreOpener {
+	return func(ctx context.Context) (keystore.Store, func(), error) {
+		d, err := os.MkdirTemp(dir, "benchpair-sqlite-")
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := sqlstore.OpenSQLite(filepath.Join(d, "keys.db"))
+		if err != nil {
+			_ = os.RemoveAll(d)
+			return nil, nil, err
+		}
+		if err := s.Migrate(ctx); err != nil {
+			_ = s.Close()
+			_ = os.RemoveAll(d)
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close(); _ = os.RemoveAll(d) }, nil
+	}
+}
+
+// Postgres opens a PostgreSQL store in a new table of dsn's database;
+// the table and the store's _meta table are dropped on close.
+func Postgres(dsn string) StoreOpener {
+	return func(ctx context.Context) (keystore.Store, func(), error) {
+		table := fmt.Sprintf("benchpair_ops_%d_%d", os.Getpid(), benchpair.Seq())
+		s, err := sqlstore.OpenPostgres(dsn, sqlstore.WithTable(table))
+		if err != nil {
+			return nil, nil, err
+		}
+		drop := func() {
+			if db, err := sql.Open("pgx", dsn); err == nil {
+				_, _ = db.Exec("DROP TABLE IF EXISTS " + table + ", " + table + "_meta")
+				_ = db.Close()
+			}
+		}
+		if err := s.Migrate(ctx); err != nil {
+			_ = s.Close()
+			drop()
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close(); drop() }, nil
+	}
+}
+
+// Redis opens a Redis store under a new key prefix of url's server
+// (which must keep an append-only file: the store refuses one that does
+// not). Its keys are deleted on close.
+func Redis(url string) StoreOpener {
+	return func(ctx context.Context) (keystore.Store, func(), error) {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, nil, err
+		}
+		opt.PoolSize = 128
+		rc := redis.NewClient(opt)
+		prefix := fmt.Sprintf("benchpair-%d-%d", os.Getpid(), benchpair.Seq())
+		s, err := redisstore.New(rc, redisstore.WithPrefix(prefix))
+		if err != nil {
+			_ = rc.Close()
+			return nil, nil, err
+		}
+		return s, func() {
+			iter := rc.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				rc.Del(ctx, iter.Val())
+			}
+			_ = rc.Close()
+		}, nil
+	}
+}
+
+// FloorCase is the physical floor under a store's added latency: the two
+// durable writes of a charge as the SDK makes them once the API's clock is
+// known — Create (the record, with its attempt, before the send) and Update
+// to the succeeded outcome with its result (after it), with records of the
+// SDK's sizes (meta 255 B, then result 352 B and meta 95 B) — made alone,
+// with no client, network or fake. With gap > 0 the two writes are
+// separated by an idle pause of gap, as a charge's are by the API's
+// latency (a connection or a writer that went idle may answer more
+// slowly); the pause is not counted in the operation's time.
+func FloorCase(name string, open StoreOpener, gap time.Duration) benchpair.Case {
+	meta := []byte(`{"v":1,"path":"/v1/sales/pix","fp":"hmac-sha256:k1:` + strings.Repeat("0", 64) + `","trust_after":"2026-12-01T12:00:00.123456789Z","window":"60s","margin":"5s","sent_at":"2026-12-01T12:00:00.123456789Z","srv":"2026-12-01T12:00:00Z","x":"` + strings.Repeat("x", 16) + `"}`)
+	result := []byte(`{"identifier":"sale_0123456789abcdef","status":"pending","amount":9990,"method":"pix","external_reference":"bench-123456","created_at":"2026-12-01T12:00:00.123456789Z","pix":{"qr_code":"` + strings.Repeat("0", 120) + `","expires_at":"2026-12-01T13:00:00Z"},"customer":{"document_last4":"8909"},"x":"` + strings.Repeat("x", 24) + `"}`)
+	meta2 := meta[:95]
+	return benchpair.Case{Name: name, New: func(ctx context.Context) (benchpair.Op, func(), error) {
+		s, closeStore, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, seq int64) error {
+			id := fmt.Sprintf("floor/%d", seq)
+			now := time.Now()
+			rec, err := s.Create(ctx, keystore.Record{OperationID: id, Key: uuid.NewSHA1(ns, []byte(id)).String(), Kind: "pix",
+				Fingerprint: "hmac-sha256:k1:0123456789abcdef0123456789abcdef", State: keystore.StatePending,
+				Attempts: 1, FirstSentAt: now, LastSentAt: now, Meta: meta}, "floor-owner", time.Hour)
+			if err != nil {
+				return fmt.Errorf("Create: %w", err)
+			}
+			if gap > 0 {
+				benchpair.Pause(ctx, gap)
+			}
+			rec.State, rec.ResultRef, rec.Result, rec.Meta = keystore.StateSucceeded, "sale_0123456789abcdef", result, meta2
+			if _, err := s.Update(ctx, rec); err != nil {
+				return fmt.Errorf("Update: %w", err)
+			}
+			return nil
+		}, closeStore, nil
+	}}
+}
