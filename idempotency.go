@@ -284,7 +284,7 @@ func (e *exec) firstSend(ctx context.Context) (*settled, error) {
 
 func (e *exec) encodeMeta() []byte {
 	if e.metaJSON == nil || !e.meta.equal(e.savedMeta) {
-		e.metaJSON = mustJSON(e.meta)
+		e.metaJSON = metaJSON(&e.meta)
 		e.savedMeta = e.meta
 		e.savedMeta.Snapshot = append([]string(nil), e.meta.Snapshot...)
 		e.savedMeta.Unclear = append([]string(nil), e.meta.Unclear...)
@@ -310,7 +310,8 @@ func (e *exec) save(ctx context.Context) error {
 		e.rec.Error = scrubStored(e.c.sent.redact(e.rec.Error), e.s.fpIn.privateFields())
 	}
 	if e.rec.State == keystore.StateSucceeded || e.rec.State == keystore.StateFailed {
-		e.rec.Meta = mustJSON(e.meta.settled())
+		m := e.meta.settled()
+		e.rec.Meta = metaJSON(&m)
 	} else {
 		e.rec.Meta = e.encodeMeta()
 	}

@@ -222,7 +222,13 @@ func truncate(s string, n int) string {
 // redactSecret removes token from s in the forms an echo takes: as sent,
 // JSON-escaped (Go's escapes, and "/" as "\/") and URL-escaped.
 func redactSecret(s, token string) string {
-	if token == "" {
+	if token == "" || s == "" {
+		return s
+	}
+	// Fast path (every answer passes here): each form of the token holds
+	// its longest run of letters and digits unchanged, so text without
+	// that run holds no form of it.
+	if run := alnumRun(token); len(run) >= 4 && !strings.Contains(s, run) {
 		return s
 	}
 	forms := []string{token}
@@ -244,6 +250,24 @@ func redactSecret(s, token string) string {
 		s = redactToken(s, f)
 	}
 	return s
+}
+
+// alnumRun is the longest run of ASCII letters and digits in s.
+func alnumRun(s string) string {
+	best, start := "", -1
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= '0' && s[i] <= '9') {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 && i-start > len(best) {
+			best = s[start:i]
+		}
+		start = -1
+	}
+	return best
 }
 
 // describeErr says what kind of failure err is, in the SDK's own words: a
