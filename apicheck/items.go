@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 )
@@ -143,10 +144,12 @@ type obs struct {
 // observer gathers observations by item.
 type observer struct {
 	by map[string][]obs
+	rd *redactor
 }
 
+// add records an observation; what it says is scrubbed (redactor).
 func (o *observer) add(id string, st Status, value, where string) {
-	o.by[id] = append(o.by[id], obs{st: st, value: value, where: where})
+	o.by[id] = append(o.by[id], obs{st: st, value: o.rd.scrub(value), where: o.rd.scrub(where)})
 }
 
 // route names an exchange's route as wire.go spells it.
@@ -182,7 +185,7 @@ func routeOf(x exchange) (name string, kind string) {
 
 // observe reads every exchange of the run.
 func (r *runner) observe() *observer {
-	o := &observer{by: map[string][]obs{}}
+	o := &observer{by: map[string][]obs{}, rd: r.rec.rd}
 	xs := r.rec.exchanges()
 	methodOf := map[string]string{} // sale identifier → the method it was charged with
 	first := map[string]exchange{}  // key → its first 2xx answer
@@ -367,7 +370,7 @@ func observeReplay(o *observer, first, x exchange, where string) {
 	case x.status != first.status:
 		o.add("replay.body", Differs, fmt.Sprintf("status %d, the first answer's %d", x.status, first.status), where)
 	case !jsonEqual(first.body, x.body):
-		o.add("replay.body", Differs, "a body other than the first answer's: "+snippet(x.body), where)
+		o.add("replay.body", Differs, "a body other than the first answer's: "+o.snip(x.body), where)
 	default:
 		o.add("replay.body", Confirmed, "", where)
 	}
@@ -381,10 +384,17 @@ func jsonEqual(a, b []byte) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-func snippet(b []byte) string {
-	s := oneLine(string(b))
+// snip is an answer's bytes on one line, scrubbed (redactor), then cut to
+// 120 bytes: the scrub comes first, so a cut cannot leave part of a
+// secret that no longer matches.
+func (o *observer) snip(b []byte) string {
+	s := o.rd.scrub(oneLine(string(b)))
 	if len(s) > 120 {
-		s = s[:117] + "..."
+		cut := 117
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
 }
@@ -395,14 +405,14 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 		if x.status == http.StatusBadRequest {
 			o.add("missing-key.400", Confirmed, "", where)
 		} else {
-			o.add("missing-key.400", Differs, strconv.Itoa(x.status)+" "+snippet(x.body), where)
+			o.add("missing-key.400", Differs, strconv.Itoa(x.status)+" "+o.snip(x.body), where)
 		}
 	case "in-progress":
 		if x.status == http.StatusConflict {
 			if _, msg, _ := wire.APIError(x.header.Get("Content-Type"), x.body); msg == wire.MsgInProgress {
 				o.add("in-progress.409", Confirmed, "", where)
 			} else {
-				o.add("in-progress.409", Differs, "409 "+snippet(x.body), where)
+				o.add("in-progress.409", Differs, "409 "+o.snip(x.body), where)
 			}
 		}
 	}
@@ -413,7 +423,7 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 	switch kind {
 	case "sale", "sales", "refunds", "subscription":
 		if x.step != "not-found" && !transient {
-			o.add("route.reads", Differs, fmt.Sprintf("%d %s", x.status, snippet(x.body)), where)
+			o.add("route.reads", Differs, fmt.Sprintf("%d %s", x.status, o.snip(x.body)), where)
 		}
 	case "subscriptions":
 		switch {
@@ -421,13 +431,13 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 		case x.status == http.StatusNotFound || x.status == http.StatusMethodNotAllowed || x.status == http.StatusNotImplemented:
 			o.add("route.subscriptions-by-reference", Absent, strconv.Itoa(x.status), where)
 		default:
-			o.add("route.subscriptions-by-reference", Differs, fmt.Sprintf("%d %s", x.status, snippet(x.body)), where)
+			o.add("route.subscriptions-by-reference", Differs, fmt.Sprintf("%d %s", x.status, o.snip(x.body)), where)
 		}
 	}
 	// The error body.
 	obj, err := wire.ParseObject(x.body)
 	if err != nil {
-		o.add("error.shape", Differs, fmt.Sprintf("%d %s: %s", x.status, x.header.Get("Content-Type"), snippet(x.body)), where)
+		o.add("error.shape", Differs, fmt.Sprintf("%d %s: %s", x.status, x.header.Get("Content-Type"), o.snip(x.body)), where)
 		return
 	}
 	code, cst := obj.Str([]string{"code"})
@@ -505,7 +515,7 @@ func checkField(o *observer, id string, obj wire.Object, name string, aliases []
 				continue
 			}
 			if av, aok := getPath(obj, a); aok && !isNull(av) {
-				o.add(id, Differs, fmt.Sprintf("named %q: %s", a, snippet(av)), where)
+				o.add(id, Differs, fmt.Sprintf("named %q: %s", a, o.snip(av)), where)
 				return nil, false
 			}
 		}
@@ -517,18 +527,18 @@ func checkField(o *observer, id string, obj wire.Object, name string, aliases []
 	case tString:
 		var s string
 		if json.Unmarshal(b, &s) != nil || strings.TrimSpace(s) == "" {
-			o.add(id, Differs, "not a non-empty string: "+snippet(b), where)
+			o.add(id, Differs, "not a non-empty string: "+o.snip(b), where)
 			return v, false
 		}
 	case tInt:
 		if _, err := strconv.ParseInt(string(b), 10, 64); err != nil {
-			o.add(id, Differs, "not an integer: "+snippet(b), where)
+			o.add(id, Differs, "not an integer: "+o.snip(b), where)
 			return v, false
 		}
 	case tTime:
 		var s string
 		if json.Unmarshal(b, &s) != nil {
-			o.add(id, Differs, "not a string: "+snippet(b), where)
+			o.add(id, Differs, "not a string: "+o.snip(b), where)
 			return v, false
 		}
 		tm, err := time.Parse(time.RFC3339Nano, s)
@@ -545,7 +555,7 @@ func checkField(o *observer, id string, obj wire.Object, name string, aliases []
 		}
 	case tArray:
 		if len(b) == 0 || b[0] != '[' {
-			o.add(id, Differs, "not an array: "+snippet(b), where)
+			o.add(id, Differs, "not an array: "+o.snip(b), where)
 			return v, false
 		}
 	}
@@ -605,7 +615,7 @@ func (r *runner) expectedSaleStatus(method, step string) string {
 func (r *runner) observeSale(o *observer, body []byte, method, step, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("sale.identifier", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("sale.identifier", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "sale.identifier", obj, "identifier", wire.FieldID, tString, where)
@@ -666,7 +676,7 @@ func observeNested(o *observer, id string, obj wire.Object, name string, members
 	}
 	inner, err := wire.ParseObject(v)
 	if err != nil {
-		o.add(id, Differs, "not an object: "+snippet(v), where)
+		o.add(id, Differs, "not an object: "+o.snip(v), where)
 		return
 	}
 	var missing []string
@@ -685,7 +695,7 @@ func observeNested(o *observer, id string, obj wire.Object, name string, members
 func (r *runner) observeRefund(o *observer, body []byte, sent int64, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("refund.identifier", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("refund.identifier", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "refund.identifier", obj, "identifier", wire.FieldID, tString, where)
@@ -724,7 +734,7 @@ func statusNote(table map[string]wire.StatusClass, raw string) string {
 func (r *runner) observeSubscription(o *observer, body []byte, where string, fresh bool) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("subscription.id", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("subscription.id", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "subscription.id", obj, "id", wire.FieldID, tString, where)
@@ -762,7 +772,7 @@ func looksLikeSubscription(obj wire.Object) bool {
 func (r *runner) observePlanChangeAnswer(o *observer, body []byte, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("plan-change.answer", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("plan-change.answer", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	if looksLikeSubscription(obj) {
@@ -779,7 +789,7 @@ func (r *runner) observePlanChangeAnswer(o *observer, body []byte, where string)
 func observePlanChange(o *observer, body []byte, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("plan_change.id", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("plan_change.id", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "plan_change.id", obj, "id", wire.FieldID, tString, where)
@@ -819,6 +829,6 @@ func (r *runner) observeRequests(o *observer, xs []exchange) {
 			o.add(id, Confirmed, "", where)
 			continue
 		}
-		o.add(id, Differs, fmt.Sprintf("answered %d: %s", x.status, snippet(x.body)), where)
+		o.add(id, Differs, fmt.Sprintf("answered %d: %s", x.status, o.snip(x.body)), where)
 	}
 }

@@ -232,6 +232,14 @@ func (r *runner) finish() {
 	}
 	r.rep.Created = r.created()
 	r.rep.Notes = append(r.rep.Notes, r.notes()...)
+	rd := r.rec.rd
+	for i := range r.rep.Created {
+		c := &r.rep.Created[i]
+		c.ID, c.Reference, c.Amount, c.Status = rd.scrub(c.ID), rd.scrub(c.Reference), rd.scrub(c.Amount), rd.scrub(c.Status)
+	}
+	for i, n := range r.rep.Notes {
+		r.rep.Notes[i] = rd.scrub(n)
+	}
 }
 
 // notes: whether the card sale ended fully refunded (as the API reports
