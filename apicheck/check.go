@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,6 +158,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rec:    &recorder{base: rt, basePath: base.Path, rd: newRedactor()},
 		prefix: "pagpolar-check-" + cfg.RunID + "-",
 		paths:  map[string]*Path{},
+
+		cleanupSent: map[string]int64{},
 	}
 	r.rawTap = &tap{rec: r.rec}
 	r.rec.rd.addSecret(cfg.CardToken)
@@ -236,6 +239,10 @@ type runner struct {
 	cardTotal int64  // its amount in centavos (the SDK's reading)
 	rest      int64  // the last refund's amount
 	refunded  int64  // centavos refunded by the check
+	// stopRefunds: a refund ended other than the check can account for
+	// (the over-refund not refused); no more refunds are sent.
+	stopRefunds bool
+	cleanupSent map[string]int64 // cleanup step → the refund amount it sent
 	subID     string
 }
 
@@ -498,6 +505,66 @@ func (r *runner) script(ctx context.Context) {
 	}
 	r.reads(ctx, order, subRef)
 	r.protocol(ctx)
+	if r.cfg.CardToken != "" && ctx.Err() == nil {
+		r.cleanup(ctx)
+	}
+}
+
+// cardSales are the card sales the run's fresh 2xx answers created, in
+// order, and the card sale of the refunds if not among them.
+func (r *runner) cardSales() []string {
+	var ids []string
+	for _, x := range r.rec.exchanges() {
+		if _, kind := routeOf(x); kind != "card" || x.method != http.MethodPost || x.status < 200 || x.status >= 300 || x.replayed() {
+			continue
+		}
+		if obj, err := wire.ParseObject(x.body); err == nil {
+			if id, _ := obj.Str(wire.FieldID); id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if r.cardSale != "" && !slices.Contains(ids, r.cardSale) {
+		ids = append(ids, r.cardSale)
+	}
+	return ids
+}
+
+// cleanup refunds what is left of every card sale the run created beyond
+// the one its refunds exercised (an API that does not keep one key to one
+// effect makes more), and of that one if its last refund was not made;
+// unless a refund ended as the check cannot account for (stopRefunds).
+// Then it reads each one back, for the notes.
+func (r *runner) cleanup(ctx context.Context) {
+	ids := r.cardSales()
+	for i, id := range ids {
+		if r.stopRefunds || id == r.cardSale && (r.refundedOK("refund/rest") || r.cardTotal <= r.refunded) {
+			continue
+		}
+		r.rec.setStep("cleanup/sale")
+		sale, err := r.a.Payments.GetSale(ctx, id)
+		if err != nil {
+			r.note(fmt.Sprintf("card sale %s could not be read to refund what is left of it (%s): refund it by hand", id, oneLine(err.Error())))
+			continue
+		}
+		left := sale.Amount - sale.RefundedAmount
+		if left <= 0 {
+			continue
+		}
+		step := fmt.Sprintf("cleanup/refund-%d", i+1)
+		r.rec.setStep(step)
+		r.mu.Lock()
+		r.cleanupSent[step] = left
+		r.mu.Unlock()
+		_, err = r.a.Refunds.Create(ctx, pagpolar.RefundParams{OperationID: r.opID(fmt.Sprintf("cleanup-refund-%d", i+1)), SaleID: id, Amount: left, Reason: "pagpolar check " + r.cfg.RunID})
+		if err != nil {
+			r.progress("cleanup: refund of %d centavos of card sale %s: %s", left, id, oneLine(err.Error()))
+		}
+	}
+	r.rec.setStep("cleanup/read")
+	for _, id := range ids {
+		_, _ = r.raw(ctx, http.MethodGet, strings.Replace(wire.RouteSale, "{identifier}", url.PathEscape(id), 1), nil, nil, "")
+	}
 }
 
 func sourceOf(p *pagpolar.PlanChangeResult) pagpolar.Source {
@@ -546,12 +613,55 @@ func (r *runner) refunds(ctx context.Context) {
 	res, err = refund(r.a, "refund-over", left+1)
 	expect := "refused"
 	r.path("refund/refused", r.opID("refund-over"), src(res), err, expect)
+	if why := overRefused(r.rec.exchanges(), "refund/over"); why != "" {
+		// It may have refunded: another refund could take more than the
+		// sale had. Nothing more is refunded by the check.
+		r.stopRefunds = true
+		r.note(fmt.Sprintf("the refund of %d centavos (1 over what was left) of card sale %s was not refused (%s): the check sent no more refunds; check the sale's refunds and refund what is left by hand", left+1, r.cardSale, why))
+		return
+	}
 	r.rec.setStep("refund/rest")
 	res, err = refund(r.a, "refund-rest", left)
 	r.path("refund/answer", r.opID("refund-rest"), src(res), err, "")
 	if r.refundedOK("refund/rest") {
 		r.refunded += left
 	}
+}
+
+// overRefused says why the step's over-refund was not seen refused ("":
+// it was). Refused is every answer to its POSTs a 4xx other than 409 and
+// 429 (which say nothing of the refund), at least one of them, and none a
+// 2xx, a 5xx or missing.
+func overRefused(xs []exchange, step string) string {
+	refused := 0
+	for _, x := range xs {
+		if x.step != step || x.method != http.MethodPost {
+			continue
+		}
+		switch {
+		case x.status == 0:
+			return "a send got no answer"
+		case x.status >= 200 && x.status < 300:
+			return fmt.Sprintf("answered %d", x.status)
+		case x.status == http.StatusConflict || x.status == http.StatusTooManyRequests:
+		case x.status >= 400 && x.status < 500:
+			refused++
+		default:
+			return fmt.Sprintf("answered %d", x.status)
+		}
+	}
+	if refused == 0 {
+		return "no refusal was seen"
+	}
+	return ""
+}
+
+// note adds a note for a person.
+func (r *runner) note(s string) {
+	r.mu.Lock()
+	r.rep.Notes = append(r.rep.Notes, s)
+	r.mu.Unlock()
+	r.progress("note: %s", s)
 }
 
 // refundedOK says whether the step's POST /refunds created a refund (read
@@ -643,6 +753,9 @@ func (r *runner) protocol(ctx context.Context) {
 		Customer: wire.Customer{Name: cust.Name, Email: cust.Email, Document: cust.Document, Phone: cust.Phone}}
 	r.rec.setStep("missing-key")
 	_, _ = r.raw(ctx, http.MethodPost, wire.RoutePix, nil, body, "")
+	// A 400 alone does not prove nothing was created: look for the sale.
+	r.rec.setStep("missing-key/lookup")
+	_, _ = r.raw(ctx, http.MethodGet, wire.RouteSales, url.Values{"external_reference": {body.ExternalReference}}, nil, "")
 	r.rec.setStep("not-found")
 	_, _ = r.raw(ctx, http.MethodGet, strings.Replace(wire.RouteSale, "{identifier}", r.ref("no-such-sale"), 1), nil, nil, "")
 

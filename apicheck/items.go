@@ -32,6 +32,24 @@ type def struct {
 	id, assumed string
 	documented  bool
 	paths       []string
+	// unsafe: if it differs or is absent, some path is one the SDK cannot
+	// keep safe (a lost answer or a retry can make a second effect):
+	// ExitUnknown, whatever the paths ended in.
+	unsafe bool
+	// optional: no scripted call is sure to show it (a 429/503, a
+	// declining card, a webhook, the 409 race); not exercised, it does not
+	// keep the run from ExitConfirmed.
+	optional bool
+}
+
+// defByID finds an item's def.
+func defByID(id string) (def, bool) {
+	for _, d := range defs {
+		if d.id == id {
+			return d, true
+		}
+	}
+	return def{}, false
 }
 
 // Path groups.
@@ -57,11 +75,12 @@ func cat(groups ...[]string) []string {
 // assumed (and documented) shape of internal/wire/wire.go that an answer
 // can show, and the Date header the SDK reads the API's clock from.
 var defs = []def{
-	{id: "replay.header", assumed: wire.HeaderReplayed + ": true on the answer to a repeated key", documented: true, paths: replayPaths},
-	{id: "replay.body", assumed: "a repeated key gets the first answer's status and body", documented: true, paths: replayPaths},
-	{id: "in-progress.409", assumed: "409 \"" + wire.MsgInProgress + "\" while the key is in processing", documented: true},
+	{id: "idempotency.one-effect", assumed: "one key (one operation ID) has one effect: every 2xx answer to it names the same sale, refund, subscription or plan change", documented: true, paths: replayPaths, unsafe: true},
+	{id: "replay.header", assumed: wire.HeaderReplayed + ": true on the answer to a repeated key", documented: true, paths: replayPaths, unsafe: true},
+	{id: "replay.body", assumed: "a repeated key gets the first answer's status and body", documented: true, paths: replayPaths, unsafe: true},
+	{id: "in-progress.409", assumed: "409 \"" + wire.MsgInProgress + "\" while the key is in processing", documented: true, optional: true},
 	{id: "missing-key.400", assumed: "400 for a POST without " + wire.HeaderIdempotencyKey + ", nothing created", documented: true},
-	{id: "header.retry-after", assumed: wire.HeaderRetryAfter + " (seconds) on 429/503"},
+	{id: "header.retry-after", assumed: wire.HeaderRetryAfter + " (seconds) on 429/503", optional: true},
 	{id: "header.request-id", assumed: wire.HeaderRequestID + " on every answer"},
 	{id: "header.date", assumed: "a Date header on every answer (the API's clock, servertime.go)", paths: chargePaths},
 
@@ -75,7 +94,7 @@ var defs = []def{
 	{id: "http.subscribe", assumed: "201 on POST /plans/offer/{id}/subscribe", paths: subPaths},
 	{id: "http.plan-change", assumed: "200 on POST /subscriptions/{id}/plan-change", paths: pcPaths},
 	{id: "http.refund", assumed: "201 on POST /refunds", paths: refundPaths},
-	{id: "http.declined", assumed: "402 " + wire.CodeDeclined + " for a declined card (needs a declining test card: not run)"},
+	{id: "http.declined", assumed: "402 " + wire.CodeDeclined + " for a declined card (needs a declining test card: not run)", optional: true},
 	{id: "route.reads", assumed: "GET /sales?external_reference=, /sales/{id}, /refunds?sale_identifier=, /subscriptions/{id} answer 200", documented: true, paths: lookupPaths},
 	{id: "route.subscriptions-by-reference", assumed: "GET /subscriptions?external_reference= answers a list", paths: []string{"subscribe/lost-answer"}},
 	{id: "list.shape", assumed: `lists are {"data": [...]}, unpaged`, paths: []string{"pix/lost-answer", "boleto/lost-answer", "card/lost-answer", "refund/lost-answer", "subscribe/lost-answer"}},
@@ -90,7 +109,7 @@ var defs = []def{
 	{id: "status.sale.paid", assumed: `an approved card sale is "` + wire.SaleStatusPaid + `"`, paths: []string{"card/lost-answer", "card/replay"}},
 	{id: "status.sale.partially_refunded", assumed: `a partly refunded sale is "` + wire.SaleStatusPartiallyRefunded + `"`},
 	{id: "status.sale.refunded", assumed: `a fully refunded sale is "` + wire.SaleStatusRefunded + `"`},
-	{id: "status.sale.declined", assumed: `a declined sale is "` + wire.SaleStatusDeclined + `" (needs a declining test card: not run)`},
+	{id: "status.sale.declined", assumed: `a declined sale is "` + wire.SaleStatusDeclined + `" (needs a declining test card: not run)`, optional: true},
 	{id: "status.refund", assumed: `a new refund is "` + wire.RefundStatusPending + `" or "` + wire.RefundStatusCompleted + `"`, paths: refundPaths},
 	{id: "status.subscription", assumed: `a new subscription is "` + wire.SubscriptionStatusPending + `" or "` + wire.SubscriptionStatusActive + `"`, paths: subPaths},
 	{id: "status.plan-change", assumed: `a plan change is "` + wire.PlanChangeStatusApplied + `"`, paths: pcPaths},
@@ -131,7 +150,7 @@ var defs = []def{
 	{id: "plan_change.status", assumed: "plan_change.status (string)", paths: pcPaths},
 	{id: "plan_change.created_at", assumed: "plan_change.created_at (RFC 3339, UTC, sub-second)", paths: pcPaths},
 
-	{id: "webhooks", assumed: "webhook envelope and events (the check receives none: see examples/webhook)", documented: true},
+	{id: "webhooks", assumed: "webhook envelope and events (the check receives none: see examples/webhook)", documented: true, optional: true},
 }
 
 // obs is one observation of a shape.
@@ -203,6 +222,7 @@ func (r *runner) observe() *observer {
 		}
 	}
 	r.observeRequests(o, xs)
+	observeOneEffect(o, xs)
 	for _, x := range xs {
 		if x.status == 0 {
 			continue
@@ -270,6 +290,11 @@ func (r *runner) observe() *observer {
 				o.add("route.reads", Confirmed, "", where)
 			}
 			items := observeList(o, x, where)
+			if x.step == "missing-key/lookup" {
+				if ids := r.keylessSales(x); len(ids) > 0 {
+					o.add("missing-key.400", Differs, fmt.Sprintf("the POST without a key created %s (found by GET %s?external_reference=)", strings.Join(ids, ", "), wire.RouteSales), where)
+				}
+			}
 			for _, it := range items {
 				switch kind {
 				case "sales":
@@ -297,6 +322,83 @@ func (r *runner) observe() *observer {
 	return o
 }
 
+// keylessSales are the sales a missing-key/lookup answer lists under the
+// keyless POST's reference (an item whose reference cannot be read
+// counts: the list was asked for that reference only).
+func (r *runner) keylessSales(x exchange) []string {
+	page, err := wire.ParseList(x.body, x.header)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, it := range page.Items {
+		obj, err := wire.ParseObject(it)
+		if err != nil {
+			continue
+		}
+		if ref, st := obj.Str(wire.FieldExternalReference); st == wire.Read && ref != r.ref("no-key") {
+			continue
+		}
+		if id, _ := obj.Str(wire.FieldID); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// observeOneEffect: per Idempotency-Key sent, the effects its 2xx answers
+// name (the identifier; the body when none can be read). A key answered
+// 2xx at least twice shows the shape: one effect is confirmed; two or more
+// differ, and the fresh answers (no replay header) among them are effects
+// the API made twice for one operation.
+func observeOneEffect(o *observer, xs []exchange) {
+	type answers struct {
+		steps   []string
+		effects []string
+		n       int
+		route   string
+	}
+	by := map[string]*answers{}
+	var keys []string
+	for _, x := range xs {
+		if x.method != http.MethodPost || x.key == "" || x.status < 200 || x.status >= 300 {
+			continue
+		}
+		a := by[x.key]
+		if a == nil {
+			name, _ := routeOf(x)
+			a = &answers{route: name}
+			by[x.key] = a
+			keys = append(keys, x.key)
+		}
+		a.n++
+		if !slices.Contains(a.steps, x.step) {
+			a.steps = append(a.steps, x.step)
+		}
+		effect := "a body without an identifier: " + o.snip(x.body)
+		if obj, err := wire.ParseObject(x.body); err == nil {
+			if id, _ := obj.Str(wire.FieldID); id != "" {
+				effect = id
+			}
+		}
+		if !slices.Contains(a.effects, effect) {
+			a.effects = append(a.effects, effect)
+		}
+	}
+	for _, k := range keys {
+		a := by[k]
+		if a.n < 2 {
+			continue
+		}
+		where := a.route + " (" + strings.Join(a.steps, ", ") + ")"
+		if len(a.effects) == 1 {
+			o.add("idempotency.one-effect", Confirmed, "", where)
+			continue
+		}
+		o.add("idempotency.one-effect", Differs, fmt.Sprintf("one key got %d 2xx answers naming %d effects (%s): the API made the operation more than once", a.n, len(a.effects), strings.Join(a.effects, ", ")), where)
+	}
+}
+
 func methodOfKind(kind string) string {
 	switch kind {
 	case "pix":
@@ -316,6 +418,11 @@ func (r *runner) sentAmount(step string) int64 {
 		return 1
 	case "refund/rest":
 		return r.rest
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.cleanupSent[step]; ok {
+		return n
 	}
 	return -1
 }
