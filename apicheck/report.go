@@ -219,6 +219,9 @@ func shortSDK(s string) string {
 		}
 		return s
 	}
+	if i := strings.Index(s, ": "); i > 0 && strings.HasPrefix(s, "cannot keep ") {
+		return s[:i]
+	}
 	if i := strings.Index(s, ": "); i > 0 && strings.HasPrefix(s, "ends ") {
 		return s[:i]
 	}
@@ -265,6 +268,11 @@ func (r *runner) finish() {
 		r.rep.Items = append(r.rep.Items, it)
 	}
 	r.rep.Created = r.created()
+	if it, _ := r.rep.Item("idempotency.one-effect"); it.Status == Differs {
+		r.rep.Notes = append(r.rep.Notes, "the API made one operation more than once under one Idempotency-Key (idempotency.one-effect): "+
+			"against it the SDK's lookups and retries can charge twice, and no setting of the SDK prevents it; do not go live on it. "+
+			"Every effect it made is listed under Created; the check refunded what it could of every card sale, and names below any it could not")
+	}
 	r.rep.Notes = append(r.rep.Notes, r.notes()...)
 	rd := r.rec.rd
 	for i := range r.rep.Created {

@@ -75,7 +75,8 @@ func TestReview_DoubleCharge(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), "idempotency.one-effect: differs") || !strings.Contains(table.String(), "double charge") {
+	if !strings.Contains(table.String(), "idempotency.one-effect: differs") || !strings.Contains(table.String(), "double charge") ||
+		!strings.Contains(table.String(), "note: the API made one operation more than once") {
 		t.Errorf("table:\n%s", table.String())
 	}
 	cards := 0
