@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -243,7 +243,7 @@ type runner struct {
 	// (the over-refund not refused); no more refunds are sent.
 	stopRefunds bool
 	cleanupSent map[string]int64 // cleanup step → the refund amount it sent
-	subID     string
+	subID       string
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -768,4 +768,3 @@ func (r *runner) protocol(ctx context.Context) {
 	}
 	wg.Wait()
 }
-

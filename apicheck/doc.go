@@ -7,7 +7,8 @@
 // (refused) and the refund of the rest, and the refund list; a subscribe, two plan changes and GET
 // /subscriptions/{id}; every money call repeated under the same key from a
 // second client (replay header and body); a key in processing (a 409, when
-// the API's timing allows it); a POST without a key (400) — each with its
+// the API's timing allows it); a POST without a key (400, and a lookup by
+// its reference for a sale it may have created anyway) — each with its
 // own operation ID and a reference starting "pagpolar-check-<run>-". The
 // money calls go through the SDK, with the answer to the first send
 // withheld (the API processed it; the SDK saw a lost connection), so the
@@ -18,7 +19,12 @@
 // Every answer is recorded raw and compared, field by field, with the shape
 // internal/wire/wire.go assumes. The Report says, per assumed shape:
 // confirmed, differs (with what was seen), absent, or not exercised; and how
-// the SDK acted on the paths that depend on it. It is meant to be run by
+// the SDK acted on the paths that depend on it; and whether the API kept
+// each key to one effect (idempotency.one-effect). Every card sale the run
+// made is refunded in full where the API allows it (the refund of the rest
+// only after the over-refund was seen refused); Report.Notes names any that
+// is not. Text built from answers is scrubbed of every token sent, the
+// check's customer values and e-mail addresses (redact.go). It is meant to be run by
 // `pagpolar check` or from a team's own integration tests:
 //
 //	rep, err := apicheck.Run(ctx, apicheck.Config{BaseURL: url, CredentialID: cred,
@@ -28,5 +34,7 @@
 //	if rep.ExitCode() != 0 { rep.WriteTable(os.Stderr) }
 //
 // It refuses a base URL that looks like production unless
-// Config.AllowProduction is set (IsProductionURL).
+// Config.AllowProduction is set (IsProductionURL), and one with user
+// information, a query or a fragment. Report.ExitCode is the verdict
+// `pagpolar check` exits with (ExitConfirmed … ExitUnknown).
 package apicheck

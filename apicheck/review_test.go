@@ -177,7 +177,9 @@ func pathNamed(rep *Report, name string) *Path {
 }
 
 func TestReview_OverRefused(t *testing.T) {
-	x := func(status int) exchange { return exchange{step: "refund/over", method: http.MethodPost, status: status} }
+	x := func(status int) exchange {
+		return exchange{step: "refund/over", method: http.MethodPost, status: status}
+	}
 	for _, c := range []struct {
 		name    string
 		xs      []exchange
@@ -259,14 +261,14 @@ func TestReview_Scrub(t *testing.T) {
 	rd.addSecret("s3cr3t/Token+long")
 	rd.addPrivate("Jo Customer")
 	for in, want := range map[string]string{
-		"abc":                                 "[redacted]",
-		"token abc.":                          "token [redacted].",
-		"abcdef tabc":                         "abcdef tabc", // a short token only as a whole value
-		`{"t":"s3cr3t\/Token+long"}`:          `{"t":"[redacted]"}`,
-		"t=s3cr3t%2FToken%2Blong":             "t=[redacted]",
-		"JO CUSTOMER wrote":                   "[redacted] wrote",
-		"mail a.b@c.io;":                      "mail [e-mail];",
-		"amount 1234567, at 1764590000":       "amount 1234567, at 1764590000", // shape evidence stays
+		"abc":                                  "[redacted]",
+		"token abc.":                           "token [redacted].",
+		"abcdef tabc":                          "abcdef tabc", // a short token only as a whole value
+		`{"t":"s3cr3t\/Token+long"}`:           `{"t":"[redacted]"}`,
+		"t=s3cr3t%2FToken%2Blong":              "t=[redacted]",
+		"JO CUSTOMER wrote":                    "[redacted] wrote",
+		"mail a.b@c.io;":                       "mail [e-mail];",
+		"amount 1234567, at 1764590000":        "amount 1234567, at 1764590000", // shape evidence stays
 		"created_at 2026-12-01T12:00:00+03:00": "created_at 2026-12-01T12:00:00+03:00",
 	} {
 		if got := rd.scrub(in); got != want {
