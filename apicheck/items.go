@@ -494,8 +494,16 @@ func jsonEqual(a, b []byte) bool {
 // snip is an answer's bytes on one line, scrubbed (redactor), then cut to
 // 120 bytes: the scrub comes first, so a cut cannot leave part of a
 // secret that no longer matches.
-func (o *observer) snip(b []byte) string {
-	s := o.rd.scrub(oneLine(string(b)))
+func (o *observer) snip(b []byte) string { return o.cut(o.rd.scrub(oneLine(string(b)))) }
+
+// snipErr is snip for an error answer (not 2xx): there digits are no
+// shape evidence, so runs of six digits or more (a document, a card
+// number, a phone an error page echoes) are removed too.
+func (o *observer) snipErr(b []byte) string {
+	return o.cut(scrubDigits(o.rd.scrub(oneLine(string(b)))))
+}
+
+func (o *observer) cut(s string) string {
 	if len(s) > 120 {
 		cut := 117
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
@@ -512,14 +520,14 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 		if x.status == http.StatusBadRequest {
 			o.add("missing-key.400", Confirmed, "", where)
 		} else {
-			o.add("missing-key.400", Differs, strconv.Itoa(x.status)+" "+o.snip(x.body), where)
+			o.add("missing-key.400", Differs, strconv.Itoa(x.status)+" "+o.snipErr(x.body), where)
 		}
 	case "in-progress":
 		if x.status == http.StatusConflict {
 			if _, msg, _ := wire.APIError(x.header.Get("Content-Type"), x.body); msg == wire.MsgInProgress {
 				o.add("in-progress.409", Confirmed, "", where)
 			} else {
-				o.add("in-progress.409", Differs, "409 "+o.snip(x.body), where)
+				o.add("in-progress.409", Differs, "409 "+o.snipErr(x.body), where)
 			}
 		}
 	}
@@ -530,7 +538,7 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 	switch kind {
 	case "sale", "sales", "refunds", "subscription":
 		if x.step != "not-found" && !transient {
-			o.add("route.reads", Differs, fmt.Sprintf("%d %s", x.status, o.snip(x.body)), where)
+			o.add("route.reads", Differs, fmt.Sprintf("%d %s", x.status, o.snipErr(x.body)), where)
 		}
 	case "subscriptions":
 		switch {
@@ -538,13 +546,13 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 		case x.status == http.StatusNotFound || x.status == http.StatusMethodNotAllowed || x.status == http.StatusNotImplemented:
 			o.add("route.subscriptions-by-reference", Absent, strconv.Itoa(x.status), where)
 		default:
-			o.add("route.subscriptions-by-reference", Differs, fmt.Sprintf("%d %s", x.status, o.snip(x.body)), where)
+			o.add("route.subscriptions-by-reference", Differs, fmt.Sprintf("%d %s", x.status, o.snipErr(x.body)), where)
 		}
 	}
 	// The error body.
 	obj, err := wire.ParseObject(x.body)
 	if err != nil {
-		o.add("error.shape", Differs, fmt.Sprintf("%d %s: %s", x.status, x.header.Get("Content-Type"), o.snip(x.body)), where)
+		o.add("error.shape", Differs, fmt.Sprintf("%d %s: %s", x.status, x.header.Get("Content-Type"), o.snipErr(x.body)), where)
 		return
 	}
 	code, cst := obj.Str([]string{"code"})
@@ -936,6 +944,6 @@ func (r *runner) observeRequests(o *observer, xs []exchange) {
 			o.add(id, Confirmed, "", where)
 			continue
 		}
-		o.add(id, Differs, fmt.Sprintf("answered %d: %s", x.status, o.snip(x.body)), where)
+		o.add(id, Differs, fmt.Sprintf("answered %d: %s", x.status, o.snipErr(x.body)), where)
 	}
 }

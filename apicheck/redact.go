@@ -18,10 +18,11 @@ import (
 // is removed as sent, JSON-escaped ("\/" too), URL-escaped (query and path)
 // and HTML-escaped; customer values also case-insensitively.
 //
-// Runs of digits are not removed in general: amounts, epoch times and
-// identifiers are the shape evidence the report exists to show, and the
-// only personal number the check sends is its placeholder document, which
-// is removed as a customer value (digits alone and in the CPF layout).
+// Runs of digits are removed (scrubDigits, six digits or more) only from
+// snippets of error answers: in a 2xx answer amounts, epoch times and
+// identifiers are the shape evidence the report exists to show. The only
+// personal number the check sends is its placeholder document, removed
+// everywhere as a customer value (digits alone and in the CPF layout).
 type redactor struct {
 	mu      sync.Mutex
 	secrets map[string]bool // tokens: case-sensitive
@@ -30,6 +31,25 @@ type redactor struct {
 
 func newRedactor() *redactor {
 	return &redactor{secrets: map[string]bool{}, private: map[string]bool{}}
+}
+
+// digitsLike are digit runs, with the separators documents and phones are
+// written with; scrubDigits removes those of six digits or more.
+var digitsLike = regexp.MustCompile(`\d[\d.\-/ ]{4,}\d`)
+
+func scrubDigits(s string) string {
+	return digitsLike.ReplaceAllStringFunc(s, func(m string) string {
+		n := 0
+		for _, c := range m {
+			if c >= '0' && c <= '9' {
+				n++
+			}
+		}
+		if n >= 6 {
+			return "[number]"
+		}
+		return m
+	})
 }
 
 var emailLike = regexp.MustCompile(`[^\s@"'<>()\\,;:\[\]]+@[^\s@"'<>()\\,;:\[\]]+\.[^\s@"'<>()\\,;:\[\]]+`)

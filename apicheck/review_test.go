@@ -207,7 +207,7 @@ func TestReview_Redaction(t *testing.T) {
 	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(testWindow))
 	page := func(req *http.Request, status int) *http.Response {
 		tok := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
-		body := fmt.Sprintf("<html>%d: token %s (json %q, url %s) card tok_ok for sdk-check@example.com, SDK-CHECK@EXAMPLE.COM, PagPolar SDK Check, CPF 12345678909; "+
+		body := fmt.Sprintf("<html>%d: token %s (json %q, url %s) card tok_ok for sdk-check@example.com, SDK-CHECK@EXAMPLE.COM, PagPolar SDK Check, CPF 12345678909, phone 11 98765-4321; "+
 			"another.person@example.org %s</html>", status, tok, tok, url.QueryEscape(tok), strings.Repeat("x", 100)+tok)
 		return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"text/html"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}
 	}
@@ -247,7 +247,7 @@ func TestReview_Redaction(t *testing.T) {
 	tokJSON, _ := json.Marshal(srv.Token)
 	for name, out := range map[string]string{"json": js.String(), "table": table.String(), "progress": progress} {
 		for _, secret := range []string{srv.Token, string(tokJSON[1 : len(tokJSON)-1]), url.QueryEscape(srv.Token), "tok_ok",
-			"sdk-check@example.com", "SDK-CHECK@EXAMPLE.COM", "PagPolar SDK Check", "12345678909", "another.person@example.org"} {
+			"sdk-check@example.com", "SDK-CHECK@EXAMPLE.COM", "PagPolar SDK Check", "12345678909", "98765", "another.person@example.org"} {
 			if strings.Contains(out, secret) {
 				t.Errorf("%s holds %q", name, secret)
 			}
@@ -273,6 +273,14 @@ func TestReview_Scrub(t *testing.T) {
 	} {
 		if got := rd.scrub(in); got != want {
 			t.Errorf("scrub(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"phone +55 11 98765-4321, card 4111 1111 1111 1111": "phone +[number], card [number]",
+		"amount: 9990 exceeds the 9988 centavos left":       "amount: 9990 exceeds the 9988 centavos left",
+	} {
+		if got := scrubDigits(in); got != want {
+			t.Errorf("scrubDigits(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
