@@ -52,18 +52,44 @@ func replaceBody(req *http.Request, b []byte) {
 // fake under a fresh key) charges twice for one operation. The check says
 // so (idempotency.one-effect differs, exit 3) and refunds every card sale it
 // made, or names it in the notes.
+//
+// With lie, the API also marks the answer to a repeated key as a replay
+// (Idempotent-Replayed: true) while making a new effect: the new sale is
+// still listed as created, and refunded.
 func TestReview_DoubleCharge(t *testing.T) {
+	for _, lie := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lie=%v", lie), func(t *testing.T) { doubleCharge(t, lie) })
+	}
+}
+
+func doubleCharge(t *testing.T, lie bool) {
 	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(testWindow))
 	var n atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]bool{}
 	rep := runThrough(t, srv, func(base http.RoundTripper) http.RoundTripper {
 		return rtFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodPost && req.Header.Get(wire.HeaderIdempotencyKey) != "" {
-				req = req.Clone(req.Context())
-				req.Header.Set(wire.HeaderIdempotencyKey, fmt.Sprintf("%s-fresh-%d", req.Header.Get(wire.HeaderIdempotencyKey), n.Add(1)))
+			key := req.Header.Get(wire.HeaderIdempotencyKey)
+			if req.Method != http.MethodPost || key == "" {
+				return base.RoundTrip(req)
 			}
-			return base.RoundTrip(req)
+			req = req.Clone(req.Context())
+			req.Header.Set(wire.HeaderIdempotencyKey, fmt.Sprintf("%s-fresh-%d", key, n.Add(1)))
+			resp, err := base.RoundTrip(req)
+			mu.Lock()
+			again := seen[key]
+			seen[key] = true
+			mu.Unlock()
+			if err == nil && lie && again {
+				resp.Header.Set(wire.HeaderReplayed, "true")
+			}
+			return resp, err
 		})
 	})
+	created := map[string]bool{}
+	for _, c := range rep.Created {
+		created[c.ID] = true
+	}
 	it, _ := rep.Item("idempotency.one-effect")
 	if it.Status != Differs || !strings.Contains(it.Observed, "more than once") || !it.EndsUnknown {
 		t.Errorf("idempotency.one-effect: %+v", it)
@@ -85,6 +111,9 @@ func TestReview_DoubleCharge(t *testing.T) {
 			continue
 		}
 		cards++
+		if !created[s.Identifier] {
+			t.Errorf("card sale %s is not in Created", s.Identifier)
+		}
 		if s.RefundedAmount == s.Amount {
 			continue
 		}
