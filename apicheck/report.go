@@ -376,8 +376,20 @@ func (r *runner) sdkColumn(paths []string) (string, bool) {
 // created lists every effect the run's fresh 2xx answers created.
 func (r *runner) created() []Created {
 	var out []Created
+	seen := map[string]bool{} // identifiers in 2xx POST answers so far
 	for _, x := range r.rec.exchanges() {
-		if x.method != http.MethodPost || x.status < 200 || x.status >= 300 || x.replayed() {
+		if x.method != http.MethodPost || x.status < 200 || x.status >= 300 {
+			continue
+		}
+		id := ""
+		if obj, err := wire.ParseObject(x.body); err == nil {
+			id, _ = obj.Str(wire.FieldID)
+		}
+		newID := id != "" && !seen[id]
+		seen[id] = true
+		// A replay is no new effect, unless it names one no answer named
+		// before (a "replay" that made another).
+		if x.replayed() && !newID {
 			continue
 		}
 		route, kind := routeOf(x)
