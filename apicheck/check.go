@@ -1,34 +1,3 @@
-// Package apicheck checks a PagPolar API (staging) against the shapes the
-// SDK assumes (internal/wire), and says how the SDK acts on what it finds.
-//
-// Run makes a short scripted set of real calls under a sandbox credential —
-// a PIX, a boleto and a card charge; the lookups by external_reference;
-// GET /sales/{id}; a partial refund of 1 centavo, one over what is left
-// (refused) and the refund of the rest, and the refund list; a subscribe, two plan changes and GET
-// /subscriptions/{id}; every money call repeated under the same key from a
-// second client (replay header and body); a key in processing (a 409, when
-// the API's timing allows it); a POST without a key (400) — each with its
-// own operation ID and a reference starting "pagpolar-check-<run>-". The
-// money calls go through the SDK, with the answer to the first send
-// withheld (the API processed it; the SDK saw a lost connection), so the
-// SDK settles each one by its own lookup; the same calls repeated from a
-// second client settle through the API's replay. What each path ended in
-// (settled, or unknown and why) is the SDK's own decision, not a copy of it.
-//
-// Every answer is recorded raw and compared, field by field, with the shape
-// internal/wire/wire.go assumes. The Report says, per assumed shape:
-// confirmed, differs (with what was seen), absent, or not exercised; and how
-// the SDK acted on the paths that depend on it. It is meant to be run by
-// `pagpolar check` or from a team's own integration tests:
-//
-//	rep, err := apicheck.Run(ctx, apicheck.Config{BaseURL: url, CredentialID: cred,
-//		Token: pagpolar.StaticToken(tok), OfferID: offer, PlanID: plan, OtherPlanID: other,
-//		CardToken: cardToken})
-//	if err != nil { t.Fatal(err) }
-//	if rep.ExitCode() != 0 { rep.WriteTable(os.Stderr) }
-//
-// It refuses a base URL that looks like production unless
-// Config.AllowProduction is set (IsProductionURL).
 package apicheck
 
 import (
@@ -40,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,28 +64,66 @@ var ErrProduction = errors.New("apicheck: the base URL looks like production")
 // ProductionHost is the documented production API host (docs/CONTRACT.md).
 const ProductionHost = "api.pagpolar.com"
 
-// IsProductionURL reports whether a base URL may be production: the
-// documented production host, or any host that does not say it is a test
-// one (its name contains "staging" or "sandbox", or it is localhost or a
-// loopback address). It also returns why, for the refusal.
+// IsProductionURL reports whether a base URL may be production, and why,
+// for the refusal. Only these count as test hosts:
+//
+//   - a DNS name one of whose labels has a hyphen-separated word starting
+//     with "staging" or "sandbox" (api-staging.example.com,
+//     sandbox.example.com), unless it is the documented production host
+//     or under it;
+//   - localhost and names under .localhost;
+//   - a loopback IP literal (127.0.0.0/8, ::1).
+//
+// Everything else may be production: the documented production host (also
+// with a trailing dot, in any case), any other name, any other IP literal,
+// a host with a zone or any '%' in it, and text that is not a URL with a
+// host. The reason never repeats the URL's user information or query.
 func IsProductionURL(raw string) (bool, string) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return true, fmt.Sprintf("%q is not a URL with a host", raw)
+		return true, "the base URL is not a URL with a host"
 	}
 	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, "%") {
+		return true, "the host " + strconv.Quote(host) + " has a zone or a '%' in it"
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if addr.Unmap().IsLoopback() {
+			return false, ""
+		}
+		return true, host + " is an IP address that is not loopback"
+	}
+	name := strings.TrimSuffix(host, ".")
 	switch {
-	case host == ProductionHost || strings.HasSuffix(host, "."+ProductionHost):
-		return true, host + " is the documented production host"
-	case strings.Contains(host, "staging") || strings.Contains(host, "sandbox"):
+	case name == ProductionHost || strings.HasSuffix(name, "."+ProductionHost):
+		return true, name + " is the documented production host"
+	case name == "localhost" || strings.HasSuffix(name, ".localhost"):
 		return false, ""
-	case host == "localhost" || strings.HasSuffix(host, ".localhost"):
-		return false, ""
-	}
-	if ip := parseIP(host); ip != nil && ip.IsLoopback() {
+	case testLabel(name):
 		return false, ""
 	}
-	return true, host + " does not say it is a test host (no \"staging\" or \"sandbox\" in its name, not localhost)"
+	return true, name + " does not say it is a test host (no DNS label with \"staging\" or \"sandbox\", not localhost or loopback)"
+}
+
+// testLabel: some label of the DNS name has a hyphen-separated word that
+// starts with "staging" or "sandbox".
+func testLabel(name string) bool {
+	for _, label := range strings.Split(name, ".") {
+		for _, w := range strings.Split(label, "-") {
+			if strings.HasPrefix(w, "staging") || strings.HasPrefix(w, "sandbox") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// displayURL is a base URL fit to print: no user information, no query,
+// no fragment.
+func displayURL(u *url.URL) string {
+	v := *u
+	v.User, v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = nil, "", false, "", ""
+	return v.String()
 }
 
 // Run runs the check. It returns an error only when the check could not
@@ -146,12 +155,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := &runner{
 		cfg:    cfg,
 		base:   base,
-		rec:    &recorder{base: rt, basePath: base.Path},
+		rec:    &recorder{base: rt, basePath: base.Path, rd: newRedactor()},
 		prefix: "pagpolar-check-" + cfg.RunID + "-",
 		paths:  map[string]*Path{},
+
+		cleanupSent: map[string]int64{},
 	}
 	r.rawTap = &tap{rec: r.rec}
-	r.rep = &Report{RunID: cfg.RunID, BaseURL: base.String(), SDKVersion: pagpolar.Version, Started: time.Now().UTC()}
+	r.rec.rd.addSecret(cfg.CardToken)
+	for _, v := range customerValues() {
+		r.rec.rd.addPrivate(v)
+	}
+	r.rep = &Report{RunID: cfg.RunID, BaseURL: displayURL(base), SDKVersion: pagpolar.Version, Started: time.Now().UTC()}
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
 	}
@@ -164,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.script(ctx)
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("apicheck: %w (after %d calls; created so far: %s)", ctx.Err(), len(r.rec.exchanges()), r.createdSummary())
+		return nil, fmt.Errorf("apicheck: %w (after %d calls; created so far: %s)", ctx.Err(), len(r.rec.exchanges()), r.rec.rd.scrub(r.createdSummary()))
 	}
 	r.finish()
 	return r.rep, nil
@@ -190,8 +205,17 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("apicheck: Config.PlanID and Config.OtherPlanID are both %q: the plan change needs two plans", cfg.PlanID)
 	}
 	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("apicheck: Config.BaseURL %q: want http(s)://host/v1", cfg.BaseURL)
+	switch {
+	case err != nil:
+		return errors.New("apicheck: Config.BaseURL is not a URL: want http(s)://host/v1")
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("apicheck: Config.BaseURL %q: want http(s)://host/v1", displayURL(u))
+	case u.User != nil:
+		// The SDK authenticates by bearer token; credentials in the URL
+		// would be sent to every route and printed with the report.
+		return fmt.Errorf("apicheck: Config.BaseURL %s has user information: remove it (the credential goes in Config.Token)", displayURL(u))
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("apicheck: Config.BaseURL %s has a query or fragment: want http(s)://host/v1", displayURL(u))
 	}
 	return nil
 }
@@ -215,12 +239,16 @@ type runner struct {
 	cardTotal int64  // its amount in centavos (the SDK's reading)
 	rest      int64  // the last refund's amount
 	refunded  int64  // centavos refunded by the check
-	subID     string
+	// stopRefunds: a refund ended other than the check can account for
+	// (the over-refund not refused); no more refunds are sent.
+	stopRefunds bool
+	cleanupSent map[string]int64 // cleanup step → the refund amount it sent
+	subID       string
 }
 
 func (r *runner) progress(format string, args ...any) {
 	if r.cfg.Progress != nil {
-		r.cfg.Progress(fmt.Sprintf(format, args...))
+		r.cfg.Progress(r.rec.rd.scrub(fmt.Sprintf(format, args...)))
 	}
 }
 
@@ -254,20 +282,28 @@ func customer() pagpolar.Customer {
 	return pagpolar.Customer{Name: "PagPolar SDK Check", Email: "sdk-check@example.com", Document: "12345678909"}
 }
 
+// customerValues are the customer's values the check sends, as the
+// redactor removes them from what it reports (the document also in the
+// CPF layout).
+func customerValues() []string {
+	c := customer()
+	return []string{c.Name, c.Email, c.Document, c.Phone, "123.456.789-09"}
+}
+
 // preflight reads one list: it proves the base URL and the credential
 // before anything is charged.
 func (r *runner) preflight(ctx context.Context) error {
 	r.rec.setStep("preflight")
 	x, err := r.raw(ctx, http.MethodGet, wire.RouteSales, url.Values{"external_reference": {r.ref("preflight")}}, nil, "")
 	if err != nil {
-		return fmt.Errorf("apicheck: cannot reach %s: %w", r.base, err)
+		return fmt.Errorf("apicheck: cannot reach %s: %w", displayURL(r.base), err)
 	}
 	switch {
 	case x.status == http.StatusUnauthorized || x.status == http.StatusForbidden:
-		return fmt.Errorf("apicheck: %s refused the credential (GET %s answered %d); check PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN", r.base, wire.RouteSales, x.status)
+		return fmt.Errorf("apicheck: %s refused the credential (GET %s answered %d); check PAGPOLAR_CREDENTIAL_ID and PAGPOLAR_TOKEN", displayURL(r.base), wire.RouteSales, x.status)
 	case x.status == http.StatusNotFound || x.status == http.StatusMethodNotAllowed:
 		if _, _, own := wire.APIError(x.header.Get("Content-Type"), x.body); !own {
-			return fmt.Errorf("apicheck: GET %s%s answered %d, not as the API: is the base URL right (it must end in /v1)?", r.base, wire.RouteSales, x.status)
+			return fmt.Errorf("apicheck: GET %s%s answered %d, not as the API: is the base URL right (it must end in /v1)?", displayURL(r.base), wire.RouteSales, x.status)
 		}
 	}
 	return nil
@@ -354,6 +390,7 @@ func (r *runner) path(name, opID string, src pagpolar.Source, err error, expect 
 	default:
 		p.Outcome, p.Detail = OutcomeUnexpected, oneLine(err.Error())
 	}
+	p.Detail = r.rec.rd.scrub(p.Detail)
 	r.mu.Lock()
 	r.paths[name] = p
 	r.rep.Paths = append(r.rep.Paths, p)
@@ -468,6 +505,67 @@ func (r *runner) script(ctx context.Context) {
 	}
 	r.reads(ctx, order, subRef)
 	r.protocol(ctx)
+	if r.cfg.CardToken != "" && ctx.Err() == nil {
+		r.cleanup(ctx)
+	}
+}
+
+// cardSales are the card sales the run's 2xx answers name (a replay too:
+// one that names a sale not seen before made it), in order, and the card
+// sale of the refunds if not among them.
+func (r *runner) cardSales() []string {
+	var ids []string
+	for _, x := range r.rec.exchanges() {
+		if _, kind := routeOf(x); kind != "card" || x.method != http.MethodPost || x.status < 200 || x.status >= 300 {
+			continue
+		}
+		if obj, err := wire.ParseObject(x.body); err == nil {
+			if id, _ := obj.Str(wire.FieldID); id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if r.cardSale != "" && !slices.Contains(ids, r.cardSale) {
+		ids = append(ids, r.cardSale)
+	}
+	return ids
+}
+
+// cleanup refunds what is left of every card sale the run created beyond
+// the one its refunds exercised (an API that does not keep one key to one
+// effect makes more), and of that one if its last refund was not made;
+// unless a refund ended as the check cannot account for (stopRefunds).
+// Then it reads each one back, for the notes.
+func (r *runner) cleanup(ctx context.Context) {
+	ids := r.cardSales()
+	for i, id := range ids {
+		if r.stopRefunds || id == r.cardSale && (r.refundedOK("refund/rest") || r.cardTotal <= r.refunded) {
+			continue
+		}
+		r.rec.setStep("cleanup/sale")
+		sale, err := r.a.Payments.GetSale(ctx, id)
+		if err != nil {
+			r.note(fmt.Sprintf("card sale %s could not be read to refund what is left of it (%s): refund it by hand", id, oneLine(err.Error())))
+			continue
+		}
+		left := sale.Amount - sale.RefundedAmount
+		if left <= 0 {
+			continue
+		}
+		step := fmt.Sprintf("cleanup/refund-%d", i+1)
+		r.rec.setStep(step)
+		r.mu.Lock()
+		r.cleanupSent[step] = left
+		r.mu.Unlock()
+		_, err = r.a.Refunds.Create(ctx, pagpolar.RefundParams{OperationID: r.opID(fmt.Sprintf("cleanup-refund-%d", i+1)), SaleID: id, Amount: left, Reason: "pagpolar check " + r.cfg.RunID})
+		if err != nil {
+			r.progress("cleanup: refund of %d centavos of card sale %s: %s", left, id, oneLine(err.Error()))
+		}
+	}
+	r.rec.setStep("cleanup/read")
+	for _, id := range ids {
+		_, _ = r.raw(ctx, http.MethodGet, strings.Replace(wire.RouteSale, "{identifier}", url.PathEscape(id), 1), nil, nil, "")
+	}
 }
 
 func sourceOf(p *pagpolar.PlanChangeResult) pagpolar.Source {
@@ -516,12 +614,55 @@ func (r *runner) refunds(ctx context.Context) {
 	res, err = refund(r.a, "refund-over", left+1)
 	expect := "refused"
 	r.path("refund/refused", r.opID("refund-over"), src(res), err, expect)
+	if why := overRefused(r.rec.exchanges(), "refund/over"); why != "" {
+		// It may have refunded: another refund could take more than the
+		// sale had. Nothing more is refunded by the check.
+		r.stopRefunds = true
+		r.note(fmt.Sprintf("the refund of %d centavos (1 over what was left) of card sale %s was not refused (%s): the check sent no more refunds; check the sale's refunds and refund what is left by hand", left+1, r.cardSale, why))
+		return
+	}
 	r.rec.setStep("refund/rest")
 	res, err = refund(r.a, "refund-rest", left)
 	r.path("refund/answer", r.opID("refund-rest"), src(res), err, "")
 	if r.refundedOK("refund/rest") {
 		r.refunded += left
 	}
+}
+
+// overRefused says why the step's over-refund was not seen refused ("":
+// it was). Refused is every answer to its POSTs a 4xx other than 409 and
+// 429 (which say nothing of the refund), at least one of them, and none a
+// 2xx, a 5xx or missing.
+func overRefused(xs []exchange, step string) string {
+	refused := 0
+	for _, x := range xs {
+		if x.step != step || x.method != http.MethodPost {
+			continue
+		}
+		switch {
+		case x.status == 0:
+			return "a send got no answer"
+		case x.status >= 200 && x.status < 300:
+			return fmt.Sprintf("answered %d", x.status)
+		case x.status == http.StatusConflict || x.status == http.StatusTooManyRequests:
+		case x.status >= 400 && x.status < 500:
+			refused++
+		default:
+			return fmt.Sprintf("answered %d", x.status)
+		}
+	}
+	if refused == 0 {
+		return "no refusal was seen"
+	}
+	return ""
+}
+
+// note adds a note for a person.
+func (r *runner) note(s string) {
+	r.mu.Lock()
+	r.rep.Notes = append(r.rep.Notes, s)
+	r.mu.Unlock()
+	r.progress("note: %s", s)
 }
 
 // refundedOK says whether the step's POST /refunds created a refund (read
@@ -613,6 +754,9 @@ func (r *runner) protocol(ctx context.Context) {
 		Customer: wire.Customer{Name: cust.Name, Email: cust.Email, Document: cust.Document, Phone: cust.Phone}}
 	r.rec.setStep("missing-key")
 	_, _ = r.raw(ctx, http.MethodPost, wire.RoutePix, nil, body, "")
+	// A 400 alone does not prove nothing was created: look for the sale.
+	r.rec.setStep("missing-key/lookup")
+	_, _ = r.raw(ctx, http.MethodGet, wire.RouteSales, url.Values{"external_reference": {body.ExternalReference}}, nil, "")
 	r.rec.setStep("not-found")
 	_, _ = r.raw(ctx, http.MethodGet, strings.Replace(wire.RouteSale, "{identifier}", r.ref("no-such-sale"), 1), nil, nil, "")
 
@@ -625,5 +769,3 @@ func (r *runner) protocol(ctx context.Context) {
 	}
 	wg.Wait()
 }
-
-func parseIP(host string) net.IP { return net.ParseIP(strings.Trim(host, "[]")) }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,7 +255,9 @@ func TestWithoutCardToken(t *testing.T) {
 			t.Errorf("%s without a card token: %s, want not exercised", id, it.Status)
 		}
 	}
-	if len(srv.Ledger().Refunds) != 0 || rep.ExitCode() != ExitConfirmed {
+	// Shapes the script would show were not exercised: not everything is
+	// confirmed, so not exit 0.
+	if len(srv.Ledger().Refunds) != 0 || rep.ExitCode() != ExitDiffers {
 		t.Errorf("refunds %d, exit %d", len(srv.Ledger().Refunds), rep.ExitCode())
 	}
 }
@@ -285,11 +288,29 @@ func TestIsProductionURL(t *testing.T) {
 
 func TestRefusesProductionSendingNothing(t *testing.T) {
 	srv := pagpolartest.NewServer(t)
-	cfg := Config{BaseURL: "https://api.pagpolar.com/v1", CredentialID: "cred", Token: pagpolar.StaticToken("tok"),
-		OfferID: "o", PlanID: "p", OtherPlanID: "q", CardToken: "tok_ok"}
-	if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrProduction) {
-		t.Fatalf("Run against production: %v, want ErrProduction", err)
+	// A recording transport: the refusal must come before any request
+	// (none may reach the real host).
+	var sent []string
+	var mu sync.Mutex
+	rec := &http.Client{Transport: rtFunc(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		sent = append(sent, req.Method+" "+req.URL.String())
+		mu.Unlock()
+		return nil, errors.New("test: no request may be sent")
+	})}
+	for _, base := range []string{"https://api.pagpolar.com/v1", "https://api.pagpolar.com./v1", "https://payments.example.com/v1", "http://[::ffff:192.0.2.2%25sandbox]:8080/v1"} {
+		cfg := Config{BaseURL: base, CredentialID: "cred", Token: pagpolar.StaticToken("tok"),
+			OfferID: "o", PlanID: "p", OtherPlanID: "q", CardToken: "tok_ok", HTTPClient: rec}
+		if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrProduction) {
+			t.Fatalf("Run against %s: %v, want ErrProduction", base, err)
+		}
 	}
+	mu.Lock()
+	if len(sent) != 0 {
+		t.Fatalf("requests sent before the refusal: %q", sent)
+	}
+	mu.Unlock()
+	cfg := Config{CardToken: "tok_ok"}
 	// AllowProduction lifts the refusal (shown against the fake: the
 	// check itself does not know a host it trusts from one it does not).
 	cfg.BaseURL, cfg.CredentialID, cfg.Token, cfg.AllowProduction = srv.URL, srv.CredentialID, pagpolar.StaticToken(srv.Token), true

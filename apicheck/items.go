@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
 )
@@ -31,6 +32,24 @@ type def struct {
 	id, assumed string
 	documented  bool
 	paths       []string
+	// unsafe: if it differs or is absent, some path is one the SDK cannot
+	// keep safe (a lost answer or a retry can make a second effect):
+	// ExitUnknown, whatever the paths ended in.
+	unsafe bool
+	// optional: no scripted call is sure to show it (a 429/503, a
+	// declining card, a webhook, the 409 race); not exercised, it does not
+	// keep the run from ExitConfirmed.
+	optional bool
+}
+
+// defByID finds an item's def.
+func defByID(id string) (def, bool) {
+	for _, d := range defs {
+		if d.id == id {
+			return d, true
+		}
+	}
+	return def{}, false
 }
 
 // Path groups.
@@ -56,11 +75,12 @@ func cat(groups ...[]string) []string {
 // assumed (and documented) shape of internal/wire/wire.go that an answer
 // can show, and the Date header the SDK reads the API's clock from.
 var defs = []def{
-	{id: "replay.header", assumed: wire.HeaderReplayed + ": true on the answer to a repeated key", documented: true, paths: replayPaths},
-	{id: "replay.body", assumed: "a repeated key gets the first answer's status and body", documented: true, paths: replayPaths},
-	{id: "in-progress.409", assumed: "409 \"" + wire.MsgInProgress + "\" while the key is in processing", documented: true},
+	{id: "idempotency.one-effect", assumed: "one key (one operation ID) has one effect: every 2xx answer to it names the same sale, refund, subscription or plan change", documented: true, paths: replayPaths, unsafe: true},
+	{id: "replay.header", assumed: wire.HeaderReplayed + ": true on the answer to a repeated key", documented: true, paths: replayPaths, unsafe: true},
+	{id: "replay.body", assumed: "a repeated key gets the first answer's status and body", documented: true, paths: replayPaths, unsafe: true},
+	{id: "in-progress.409", assumed: "409 \"" + wire.MsgInProgress + "\" while the key is in processing", documented: true, optional: true},
 	{id: "missing-key.400", assumed: "400 for a POST without " + wire.HeaderIdempotencyKey + ", nothing created", documented: true},
-	{id: "header.retry-after", assumed: wire.HeaderRetryAfter + " (seconds) on 429/503"},
+	{id: "header.retry-after", assumed: wire.HeaderRetryAfter + " (seconds) on 429/503", optional: true},
 	{id: "header.request-id", assumed: wire.HeaderRequestID + " on every answer"},
 	{id: "header.date", assumed: "a Date header on every answer (the API's clock, servertime.go)", paths: chargePaths},
 
@@ -74,7 +94,7 @@ var defs = []def{
 	{id: "http.subscribe", assumed: "201 on POST /plans/offer/{id}/subscribe", paths: subPaths},
 	{id: "http.plan-change", assumed: "200 on POST /subscriptions/{id}/plan-change", paths: pcPaths},
 	{id: "http.refund", assumed: "201 on POST /refunds", paths: refundPaths},
-	{id: "http.declined", assumed: "402 " + wire.CodeDeclined + " for a declined card (needs a declining test card: not run)"},
+	{id: "http.declined", assumed: "402 " + wire.CodeDeclined + " for a declined card (needs a declining test card: not run)", optional: true},
 	{id: "route.reads", assumed: "GET /sales?external_reference=, /sales/{id}, /refunds?sale_identifier=, /subscriptions/{id} answer 200", documented: true, paths: lookupPaths},
 	{id: "route.subscriptions-by-reference", assumed: "GET /subscriptions?external_reference= answers a list", paths: []string{"subscribe/lost-answer"}},
 	{id: "list.shape", assumed: `lists are {"data": [...]}, unpaged`, paths: []string{"pix/lost-answer", "boleto/lost-answer", "card/lost-answer", "refund/lost-answer", "subscribe/lost-answer"}},
@@ -89,7 +109,7 @@ var defs = []def{
 	{id: "status.sale.paid", assumed: `an approved card sale is "` + wire.SaleStatusPaid + `"`, paths: []string{"card/lost-answer", "card/replay"}},
 	{id: "status.sale.partially_refunded", assumed: `a partly refunded sale is "` + wire.SaleStatusPartiallyRefunded + `"`},
 	{id: "status.sale.refunded", assumed: `a fully refunded sale is "` + wire.SaleStatusRefunded + `"`},
-	{id: "status.sale.declined", assumed: `a declined sale is "` + wire.SaleStatusDeclined + `" (needs a declining test card: not run)`},
+	{id: "status.sale.declined", assumed: `a declined sale is "` + wire.SaleStatusDeclined + `" (needs a declining test card: not run)`, optional: true},
 	{id: "status.refund", assumed: `a new refund is "` + wire.RefundStatusPending + `" or "` + wire.RefundStatusCompleted + `"`, paths: refundPaths},
 	{id: "status.subscription", assumed: `a new subscription is "` + wire.SubscriptionStatusPending + `" or "` + wire.SubscriptionStatusActive + `"`, paths: subPaths},
 	{id: "status.plan-change", assumed: `a plan change is "` + wire.PlanChangeStatusApplied + `"`, paths: pcPaths},
@@ -130,7 +150,7 @@ var defs = []def{
 	{id: "plan_change.status", assumed: "plan_change.status (string)", paths: pcPaths},
 	{id: "plan_change.created_at", assumed: "plan_change.created_at (RFC 3339, UTC, sub-second)", paths: pcPaths},
 
-	{id: "webhooks", assumed: "webhook envelope and events (the check receives none: see examples/webhook)", documented: true},
+	{id: "webhooks", assumed: "webhook envelope and events (the check receives none: see examples/webhook)", documented: true, optional: true},
 }
 
 // obs is one observation of a shape.
@@ -143,10 +163,12 @@ type obs struct {
 // observer gathers observations by item.
 type observer struct {
 	by map[string][]obs
+	rd *redactor
 }
 
+// add records an observation; what it says is scrubbed (redactor).
 func (o *observer) add(id string, st Status, value, where string) {
-	o.by[id] = append(o.by[id], obs{st: st, value: value, where: where})
+	o.by[id] = append(o.by[id], obs{st: st, value: o.rd.scrub(value), where: o.rd.scrub(where)})
 }
 
 // route names an exchange's route as wire.go spells it.
@@ -182,7 +204,7 @@ func routeOf(x exchange) (name string, kind string) {
 
 // observe reads every exchange of the run.
 func (r *runner) observe() *observer {
-	o := &observer{by: map[string][]obs{}}
+	o := &observer{by: map[string][]obs{}, rd: r.rec.rd}
 	xs := r.rec.exchanges()
 	methodOf := map[string]string{} // sale identifier → the method it was charged with
 	first := map[string]exchange{}  // key → its first 2xx answer
@@ -200,6 +222,7 @@ func (r *runner) observe() *observer {
 		}
 	}
 	r.observeRequests(o, xs)
+	observeOneEffect(o, xs)
 	for _, x := range xs {
 		if x.status == 0 {
 			continue
@@ -267,6 +290,11 @@ func (r *runner) observe() *observer {
 				o.add("route.reads", Confirmed, "", where)
 			}
 			items := observeList(o, x, where)
+			if x.step == "missing-key/lookup" {
+				if ids := r.keylessSales(x); len(ids) > 0 {
+					o.add("missing-key.400", Differs, fmt.Sprintf("the POST without a key created %s (found by GET %s?external_reference=)", strings.Join(ids, ", "), wire.RouteSales), where)
+				}
+			}
 			for _, it := range items {
 				switch kind {
 				case "sales":
@@ -294,6 +322,83 @@ func (r *runner) observe() *observer {
 	return o
 }
 
+// keylessSales are the sales a missing-key/lookup answer lists under the
+// keyless POST's reference (an item whose reference cannot be read
+// counts: the list was asked for that reference only).
+func (r *runner) keylessSales(x exchange) []string {
+	page, err := wire.ParseList(x.body, x.header)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, it := range page.Items {
+		obj, err := wire.ParseObject(it)
+		if err != nil {
+			continue
+		}
+		if ref, st := obj.Str(wire.FieldExternalReference); st == wire.Read && ref != r.ref("no-key") {
+			continue
+		}
+		if id, _ := obj.Str(wire.FieldID); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// observeOneEffect: per Idempotency-Key sent, the effects its 2xx answers
+// name (the identifier; the body when none can be read). A key answered
+// 2xx at least twice shows the shape: one effect is confirmed; two or more
+// differ, and the fresh answers (no replay header) among them are effects
+// the API made twice for one operation.
+func observeOneEffect(o *observer, xs []exchange) {
+	type answers struct {
+		steps   []string
+		effects []string
+		n       int
+		route   string
+	}
+	by := map[string]*answers{}
+	var keys []string
+	for _, x := range xs {
+		if x.method != http.MethodPost || x.key == "" || x.status < 200 || x.status >= 300 {
+			continue
+		}
+		a := by[x.key]
+		if a == nil {
+			name, _ := routeOf(x)
+			a = &answers{route: name}
+			by[x.key] = a
+			keys = append(keys, x.key)
+		}
+		a.n++
+		if !slices.Contains(a.steps, x.step) {
+			a.steps = append(a.steps, x.step)
+		}
+		effect := "a body without an identifier: " + o.snip(x.body)
+		if obj, err := wire.ParseObject(x.body); err == nil {
+			if id, _ := obj.Str(wire.FieldID); id != "" {
+				effect = id
+			}
+		}
+		if !slices.Contains(a.effects, effect) {
+			a.effects = append(a.effects, effect)
+		}
+	}
+	for _, k := range keys {
+		a := by[k]
+		if a.n < 2 {
+			continue
+		}
+		where := a.route + " (" + strings.Join(a.steps, ", ") + ")"
+		if len(a.effects) == 1 {
+			o.add("idempotency.one-effect", Confirmed, "", where)
+			continue
+		}
+		o.add("idempotency.one-effect", Differs, fmt.Sprintf("one key got %d 2xx answers naming %d effects (%s): the API made the operation more than once", a.n, len(a.effects), strings.Join(a.effects, ", ")), where)
+	}
+}
+
 func methodOfKind(kind string) string {
 	switch kind {
 	case "pix":
@@ -313,6 +418,11 @@ func (r *runner) sentAmount(step string) int64 {
 		return 1
 	case "refund/rest":
 		return r.rest
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.cleanupSent[step]; ok {
+		return n
 	}
 	return -1
 }
@@ -367,7 +477,7 @@ func observeReplay(o *observer, first, x exchange, where string) {
 	case x.status != first.status:
 		o.add("replay.body", Differs, fmt.Sprintf("status %d, the first answer's %d", x.status, first.status), where)
 	case !jsonEqual(first.body, x.body):
-		o.add("replay.body", Differs, "a body other than the first answer's: "+snippet(x.body), where)
+		o.add("replay.body", Differs, "a body other than the first answer's: "+o.snip(x.body), where)
 	default:
 		o.add("replay.body", Confirmed, "", where)
 	}
@@ -381,10 +491,25 @@ func jsonEqual(a, b []byte) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-func snippet(b []byte) string {
-	s := oneLine(string(b))
+// snip is an answer's bytes on one line, scrubbed (redactor), then cut to
+// 120 bytes: the scrub comes first, so a cut cannot leave part of a
+// secret that no longer matches.
+func (o *observer) snip(b []byte) string { return o.cut(o.rd.scrub(oneLine(string(b)))) }
+
+// snipErr is snip for an error answer (not 2xx): there digits are no
+// shape evidence, so runs of six digits or more (a document, a card
+// number, a phone an error page echoes) are removed too.
+func (o *observer) snipErr(b []byte) string {
+	return o.cut(scrubDigits(o.rd.scrub(oneLine(string(b)))))
+}
+
+func (o *observer) cut(s string) string {
 	if len(s) > 120 {
-		s = s[:117] + "..."
+		cut := 117
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
 }
@@ -395,14 +520,14 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 		if x.status == http.StatusBadRequest {
 			o.add("missing-key.400", Confirmed, "", where)
 		} else {
-			o.add("missing-key.400", Differs, strconv.Itoa(x.status)+" "+snippet(x.body), where)
+			o.add("missing-key.400", Differs, strconv.Itoa(x.status)+" "+o.snipErr(x.body), where)
 		}
 	case "in-progress":
 		if x.status == http.StatusConflict {
 			if _, msg, _ := wire.APIError(x.header.Get("Content-Type"), x.body); msg == wire.MsgInProgress {
 				o.add("in-progress.409", Confirmed, "", where)
 			} else {
-				o.add("in-progress.409", Differs, "409 "+snippet(x.body), where)
+				o.add("in-progress.409", Differs, "409 "+o.snipErr(x.body), where)
 			}
 		}
 	}
@@ -413,7 +538,7 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 	switch kind {
 	case "sale", "sales", "refunds", "subscription":
 		if x.step != "not-found" && !transient {
-			o.add("route.reads", Differs, fmt.Sprintf("%d %s", x.status, snippet(x.body)), where)
+			o.add("route.reads", Differs, fmt.Sprintf("%d %s", x.status, o.snipErr(x.body)), where)
 		}
 	case "subscriptions":
 		switch {
@@ -421,13 +546,13 @@ func (r *runner) observeError(o *observer, x exchange, kind, where string) {
 		case x.status == http.StatusNotFound || x.status == http.StatusMethodNotAllowed || x.status == http.StatusNotImplemented:
 			o.add("route.subscriptions-by-reference", Absent, strconv.Itoa(x.status), where)
 		default:
-			o.add("route.subscriptions-by-reference", Differs, fmt.Sprintf("%d %s", x.status, snippet(x.body)), where)
+			o.add("route.subscriptions-by-reference", Differs, fmt.Sprintf("%d %s", x.status, o.snipErr(x.body)), where)
 		}
 	}
 	// The error body.
 	obj, err := wire.ParseObject(x.body)
 	if err != nil {
-		o.add("error.shape", Differs, fmt.Sprintf("%d %s: %s", x.status, x.header.Get("Content-Type"), snippet(x.body)), where)
+		o.add("error.shape", Differs, fmt.Sprintf("%d %s: %s", x.status, x.header.Get("Content-Type"), o.snipErr(x.body)), where)
 		return
 	}
 	code, cst := obj.Str([]string{"code"})
@@ -505,7 +630,7 @@ func checkField(o *observer, id string, obj wire.Object, name string, aliases []
 				continue
 			}
 			if av, aok := getPath(obj, a); aok && !isNull(av) {
-				o.add(id, Differs, fmt.Sprintf("named %q: %s", a, snippet(av)), where)
+				o.add(id, Differs, fmt.Sprintf("named %q: %s", a, o.snip(av)), where)
 				return nil, false
 			}
 		}
@@ -517,18 +642,18 @@ func checkField(o *observer, id string, obj wire.Object, name string, aliases []
 	case tString:
 		var s string
 		if json.Unmarshal(b, &s) != nil || strings.TrimSpace(s) == "" {
-			o.add(id, Differs, "not a non-empty string: "+snippet(b), where)
+			o.add(id, Differs, "not a non-empty string: "+o.snip(b), where)
 			return v, false
 		}
 	case tInt:
 		if _, err := strconv.ParseInt(string(b), 10, 64); err != nil {
-			o.add(id, Differs, "not an integer: "+snippet(b), where)
+			o.add(id, Differs, "not an integer: "+o.snip(b), where)
 			return v, false
 		}
 	case tTime:
 		var s string
 		if json.Unmarshal(b, &s) != nil {
-			o.add(id, Differs, "not a string: "+snippet(b), where)
+			o.add(id, Differs, "not a string: "+o.snip(b), where)
 			return v, false
 		}
 		tm, err := time.Parse(time.RFC3339Nano, s)
@@ -545,7 +670,7 @@ func checkField(o *observer, id string, obj wire.Object, name string, aliases []
 		}
 	case tArray:
 		if len(b) == 0 || b[0] != '[' {
-			o.add(id, Differs, "not an array: "+snippet(b), where)
+			o.add(id, Differs, "not an array: "+o.snip(b), where)
 			return v, false
 		}
 	}
@@ -605,7 +730,7 @@ func (r *runner) expectedSaleStatus(method, step string) string {
 func (r *runner) observeSale(o *observer, body []byte, method, step, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("sale.identifier", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("sale.identifier", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "sale.identifier", obj, "identifier", wire.FieldID, tString, where)
@@ -666,7 +791,7 @@ func observeNested(o *observer, id string, obj wire.Object, name string, members
 	}
 	inner, err := wire.ParseObject(v)
 	if err != nil {
-		o.add(id, Differs, "not an object: "+snippet(v), where)
+		o.add(id, Differs, "not an object: "+o.snip(v), where)
 		return
 	}
 	var missing []string
@@ -685,7 +810,7 @@ func observeNested(o *observer, id string, obj wire.Object, name string, members
 func (r *runner) observeRefund(o *observer, body []byte, sent int64, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("refund.identifier", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("refund.identifier", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "refund.identifier", obj, "identifier", wire.FieldID, tString, where)
@@ -724,7 +849,7 @@ func statusNote(table map[string]wire.StatusClass, raw string) string {
 func (r *runner) observeSubscription(o *observer, body []byte, where string, fresh bool) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("subscription.id", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("subscription.id", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "subscription.id", obj, "id", wire.FieldID, tString, where)
@@ -762,7 +887,7 @@ func looksLikeSubscription(obj wire.Object) bool {
 func (r *runner) observePlanChangeAnswer(o *observer, body []byte, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("plan-change.answer", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("plan-change.answer", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	if looksLikeSubscription(obj) {
@@ -779,7 +904,7 @@ func (r *runner) observePlanChangeAnswer(o *observer, body []byte, where string)
 func observePlanChange(o *observer, body []byte, where string) {
 	obj, err := wire.ParseObject(body)
 	if err != nil {
-		o.add("plan_change.id", Differs, "not a JSON object: "+snippet(body), where)
+		o.add("plan_change.id", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
 	checkField(o, "plan_change.id", obj, "id", wire.FieldID, tString, where)
@@ -819,6 +944,6 @@ func (r *runner) observeRequests(o *observer, xs []exchange) {
 			o.add(id, Confirmed, "", where)
 			continue
 		}
-		o.add(id, Differs, fmt.Sprintf("answered %d: %s", x.status, snippet(x.body)), where)
+		o.add(id, Differs, fmt.Sprintf("answered %d: %s", x.status, o.snipErr(x.body)), where)
 	}
 }

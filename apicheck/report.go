@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,8 +47,14 @@ type Item struct {
 	// "settles (...)" or "ends unknown on PATH: reason"; "-" when no path
 	// of the check depends on it.
 	SDK string `json:"sdk"`
-	// EndsUnknown: a path that depends on it did not settle.
+	// EndsUnknown: a path that depends on it did not settle, or (for the
+	// idempotency and replay items) it differs or is absent, which makes
+	// those paths ones the SDK cannot keep safe.
 	EndsUnknown bool `json:"ends_unknown,omitempty"`
+	// Optional: no scripted call is sure to show it (a 429/503, a declining
+	// card, a webhook, the 409 race); not exercised, it does not keep the
+	// run from exit 0.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Outcomes of a path.
@@ -76,28 +84,49 @@ type Created struct {
 	Idempotency string `json:"idempotency_key,omitempty"`
 }
 
-// Exit codes of `pagpolar check` (ExitCode).
+// Exit codes of `pagpolar check` (ExitCode), strongest first: 3, 2, 1, 0.
 const (
-	ExitConfirmed = 0 // every shape the run could exercise is as assumed, every path settled
-	ExitDiffers   = 1 // some shape differs or is absent; the SDK settled every path anyway
-	ExitUsage     = 2 // bad usage, refused URL, the API could not be reached (Run's error), or some request got no answer
-	ExitUnknown   = 3 // some SDK path did not settle (ended unknown, or otherwise than expected)
+	// ExitConfirmed: every item is confirmed (but the optional ones no
+	// scripted call is sure to show, which may be not exercised), and
+	// every SDK path settled.
+	ExitConfirmed = 0
+	// ExitDiffers: not everything is confirmed — some shape differs, is
+	// absent, or was not exercised (no card token, say) — and the SDK
+	// settled every path the run made.
+	ExitDiffers = 1
+	// ExitUsage: the run could not be made (bad usage or Config, a refused
+	// base URL, the API unreachable or refusing the credential: Run's
+	// error), or it is incomplete: some request got no answer, and no path
+	// ended unknown.
+	ExitUsage = 2
+	// ExitUnknown: some SDK path did not settle (ended unknown, or
+	// otherwise than expected), or the API does not keep one key to one
+	// effect or does not replay (idempotency.one-effect, replay.header,
+	// replay.body differ or are absent): a path the SDK cannot keep safe.
+	// It wins over an incomplete run.
+	ExitUnknown = 3
 )
 
-// ExitCode is the run's verdict: ExitUsage when some request got no
-// answer (the run is incomplete), else ExitUnknown, ExitDiffers or
-// ExitConfirmed (not exercised shapes do not count).
+// ExitCode is the run's verdict, the strongest that applies: ExitUnknown,
+// then ExitUsage (some request got no answer), then ExitDiffers, else
+// ExitConfirmed.
 func (r *Report) ExitCode() int {
-	if r.NoAnswer > 0 {
-		return ExitUsage
-	}
 	for _, p := range r.Paths {
 		if p.Outcome != OutcomeSettled {
 			return ExitUnknown
 		}
 	}
 	for _, it := range r.Items {
-		if it.Status == Differs || it.Status == Absent {
+		if d, _ := defByID(it.ID); d.unsafe && (it.Status == Differs || it.Status == Absent) {
+			return ExitUnknown
+		}
+	}
+	if r.NoAnswer > 0 {
+		return ExitUsage
+	}
+	for _, it := range r.Items {
+		d, _ := defByID(it.ID)
+		if it.Status == Differs || it.Status == Absent || it.Status == NotExercised && !d.optional && !it.Optional {
 			return ExitDiffers
 		}
 	}
@@ -172,9 +201,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		counts[it.Status]++
 	}
 	verdict := map[int]string{
-		ExitConfirmed: "every shape exercised is as assumed",
-		ExitDiffers:   "some shapes differ; the SDK settled every path anyway",
-		ExitUnknown:   "some SDK path did not settle: see the paths above",
+		ExitConfirmed: "every shape is confirmed (the optional ones aside) and every SDK path settled",
+		ExitDiffers:   "not everything is confirmed (some shapes differ, are absent or were not exercised); the SDK settled every path",
+		ExitUnknown:   "some SDK path did not settle, or the API does not keep one key to one effect: see above",
 		ExitUsage:     "some requests got no answer: the run is incomplete",
 	}[r.ExitCode()]
 	_, err := fmt.Fprintf(w, "\n%d confirmed, %d differ, %d absent, %d not exercised: %s (exit %d)\n",
@@ -189,6 +218,9 @@ func shortSDK(s string) string {
 			return fmt.Sprintf("settles (%d paths)", n)
 		}
 		return s
+	}
+	if i := strings.Index(s, ": "); i > 0 && strings.HasPrefix(s, "cannot keep ") {
+		return s[:i]
 	}
 	if i := strings.Index(s, ": "); i > 0 && strings.HasPrefix(s, "ends ") {
 		return s[:i]
@@ -228,20 +260,38 @@ func (r *runner) finish() {
 		it.Seen = len(list)
 		it.Status, it.Observed = aggregate(list)
 		it.SDK, it.EndsUnknown = r.sdkColumn(d.paths)
+		it.Optional = d.optional
+		if d.unsafe && (it.Status == Differs || it.Status == Absent) {
+			it.EndsUnknown = true
+			it.SDK = "cannot keep these paths safe: with a key not kept to one effect, or no replay, a lost answer or a retry can make a second effect (a double charge); " + it.SDK
+		}
 		r.rep.Items = append(r.rep.Items, it)
 	}
 	r.rep.Created = r.created()
+	if it, _ := r.rep.Item("idempotency.one-effect"); it.Status == Differs {
+		r.rep.Notes = append(r.rep.Notes, "the API made one operation more than once under one Idempotency-Key (idempotency.one-effect): "+
+			"against it the SDK's lookups and retries can charge twice, and no setting of the SDK prevents it; do not go live on it. "+
+			"Every effect it made is listed under Created; the check refunded what it could of every card sale, and names below any it could not")
+	}
 	r.rep.Notes = append(r.rep.Notes, r.notes()...)
+	rd := r.rec.rd
+	for i := range r.rep.Created {
+		c := &r.rep.Created[i]
+		c.ID, c.Reference, c.Amount, c.Status = rd.scrub(c.ID), rd.scrub(c.Reference), rd.scrub(c.Amount), rd.scrub(c.Status)
+	}
+	for i, n := range r.rep.Notes {
+		r.rep.Notes[i] = rd.scrub(n)
+	}
 }
 
 // notes: whether the card sale ended fully refunded (as the API reports
 // it, last read), and what stays on the account.
 func (r *runner) notes() []string {
 	var out []string
-	if r.cardSale != "" {
+	for _, id := range r.cardSales() {
 		var last []byte
 		for _, x := range r.rec.exchanges() {
-			if _, kind := routeOf(x); kind == "sale" && x.status == http.StatusOK && strings.HasSuffix(x.path, "/"+r.cardSale) {
+			if _, kind := routeOf(x); kind == "sale" && x.status == http.StatusOK && strings.HasSuffix(x.path, "/"+url.PathEscape(id)) {
 				last = x.body
 			}
 		}
@@ -250,10 +300,10 @@ func (r *runner) notes() []string {
 			refunded := obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
 			status, _ := obj.Str(wire.FieldStatus)
 			if amount == 0 || refunded != amount {
-				out = append(out, fmt.Sprintf("card sale %s is not shown fully refunded (status %q, refunded %d of %d centavos as the SDK reads them): check it, and refund the rest by hand if need be", r.cardSale, status, refunded, amount))
+				out = append(out, fmt.Sprintf("card sale %s is not shown fully refunded (status %q, refunded %d of %d centavos as the SDK reads them): check it, and refund the rest by hand if need be", id, status, refunded, amount))
 			}
 		} else {
-			out = append(out, "card sale "+r.cardSale+" could not be read back: check that it is refunded")
+			out = append(out, "card sale "+id+" could not be read back: check that it is refunded")
 		}
 	}
 	if r.subID != "" {
@@ -326,8 +376,20 @@ func (r *runner) sdkColumn(paths []string) (string, bool) {
 // created lists every effect the run's fresh 2xx answers created.
 func (r *runner) created() []Created {
 	var out []Created
+	seen := map[string]bool{} // identifiers in 2xx POST answers so far
 	for _, x := range r.rec.exchanges() {
-		if x.method != http.MethodPost || x.status < 200 || x.status >= 300 || x.replayed() {
+		if x.method != http.MethodPost || x.status < 200 || x.status >= 300 {
+			continue
+		}
+		id := ""
+		if obj, err := wire.ParseObject(x.body); err == nil {
+			id, _ = obj.Str(wire.FieldID)
+		}
+		newID := id != "" && !seen[id]
+		seen[id] = true
+		// A replay is no new effect, unless it names one no answer named
+		// before (a "replay" that made another).
+		if x.replayed() && !newID {
 			continue
 		}
 		route, kind := routeOf(x)
@@ -356,6 +418,19 @@ func (r *runner) created() []Created {
 			}
 		}
 		out = append(out, c)
+	}
+	// A POST without a key that created a sale (whatever it answered):
+	// found by the lookup after it.
+	for _, x := range r.rec.exchanges() {
+		if x.step != "missing-key/lookup" || x.status != http.StatusOK {
+			continue
+		}
+		for _, id := range r.keylessSales(x) {
+			if !slices.ContainsFunc(out, func(c Created) bool { return c.ID == id }) {
+				out = append(out, Created{Kind: "sale", ID: id, Route: "POST " + wire.RoutePix + " (without a key; found by GET " + wire.RouteSales + "?external_reference=)",
+					Step: "missing-key", Reference: r.ref("no-key")})
+			}
+		}
 	}
 	// Plan changes answered with the subscription: their identifiers are
 	// the subscription's plan changes the run did not otherwise see.

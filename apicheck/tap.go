@@ -35,6 +35,7 @@ func (x exchange) replayed() bool {
 type recorder struct {
 	base     http.RoundTripper
 	basePath string
+	rd       *redactor // learns every bearer token sent
 
 	mu   sync.Mutex
 	log  []exchange
@@ -83,6 +84,13 @@ func (t *tap) RoundTrip(req *http.Request) (*http.Response, error) {
 		path:   strings.TrimPrefix(req.URL.Path, strings.TrimRight(t.rec.basePath, "/")),
 		query:  req.URL.Query(),
 		key:    req.Header.Get(wire.HeaderIdempotencyKey),
+	}
+	if a := req.Header.Get(wire.HeaderAuthorization); a != "" {
+		tok := a
+		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+			tok = a[7:]
+		}
+		t.rec.rd.addSecret(strings.TrimSpace(tok))
 	}
 	drop := false
 	if req.Method == http.MethodPost {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -34,25 +35,46 @@ reference starting pagpolar-check-<run>-, and prints:
 The API is named by the variables the examples read: PAGPOLAR_BASE_URL,
 PAGPOLAR_CREDENTIAL_ID, PAGPOLAR_TOKEN; the offers by PAGPOLAR_OFFER_ID,
 PAGPOLAR_PLAN_ID, PAGPOLAR_OTHER_PLAN_ID (or the flags). Charges cost the
-offer's price: give the cheapest offer the account has. The card sale is
-refunded in full; PIX and boleto sales stay pending (nothing is captured);
+offer's price: give the cheapest offer the account has. Every card sale it
+made is refunded in full where the API allows it (unless a refund ended as
+the check cannot account for: then it stops refunding), and the notes name
+any that is not; PIX and boleto sales stay pending (nothing is captured);
 the subscription (by PIX) stays pending. A base URL that looks like
-production (api.pagpolar.com, or a host without "staging"/"sandbox" in its
-name that is not localhost) is refused unless -i-know-this-is-production.
+production (api.pagpolar.com, any IP address but loopback, a host with a
+zone, or a name with no DNS label starting "staging"/"sandbox" (also after
+a hyphen: api-staging) that is not localhost) is refused unless
+-i-know-this-is-production.
 
-Send the -json output with a bug report: it holds no token and no customer
-data beyond the check's own placeholder customer.
+A base URL with user information, a query or a fragment is refused; the
+report prints the base URL without them. Send the -json output with a bug
+report: before any observed text is built from an answer, every bearer
+token the check sent, the card token, the check's placeholder customer
+values and anything shaped like an e-mail address are replaced by
+[redacted] / [e-mail] (as sent, JSON- and URL-escaped). It holds the IDs
+of what the API created on staging, and the answers' shapes, amounts and
+times as seen (digits are kept: they are the evidence). Read it before you
+send it if your API echoes other data.
 
-exit codes:
-  0  every shape exercised is as assumed and every SDK path settled
-  1  some shape differs or is absent; the SDK settled every path anyway
-  2  bad usage, a refused base URL, the API unreachable / the credential
-     refused, or requests that got no answer during the run (incomplete)
-  3  some SDK path ended unknown, or otherwise than expected (e.g. a body
-     refused): see the paths
+exit codes: the strongest that applies wins (3, then 2, then 1)
+  0  every shape confirmed (but those no scripted call is sure to show:
+     Retry-After, a declined card, webhooks, the 409 race) and every SDK
+     path settled
+  1  not everything is confirmed: some shape differs, is absent, or was
+     not exercised (e.g. no -card-token); the SDK settled every path
+  2  the run could not be made (bad usage, a refused base URL, the API
+     unreachable or the credential refused), or it is incomplete: some
+     requests got no answer and no path ended unknown
+  3  some SDK path ended unknown or otherwise than expected (e.g. a body
+     refused), or the API does not keep one key to one effect or does not
+     replay (idempotency.one-effect, replay.header, replay.body): a path
+     the SDK cannot keep safe; this wins even if requests got no answer
 
 flags:
 `
+
+// checkTransport, if set, carries the check's requests (tests: a
+// recording transport; nil in the binary).
+var checkTransport http.RoundTripper
 
 // runCheck is `pagpolar check`.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -102,6 +124,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		BaseURL: env["PAGPOLAR_BASE_URL"], CredentialID: env["PAGPOLAR_CREDENTIAL_ID"], Token: pagpolar.StaticToken(env["PAGPOLAR_TOKEN"]),
 		OfferID: *offer, PlanID: *plan, OtherPlanID: *otherPlan, CardToken: *cardToken,
 		RunID: *runID, AllowProduction: *prod,
+	}
+	if checkTransport != nil {
+		cfg.HTTPClient = &http.Client{Transport: checkTransport}
 	}
 	if *window > 0 {
 		// The fake's window, shortened: the waits that follow it shrink alike.

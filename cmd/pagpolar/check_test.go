@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,8 +100,38 @@ func TestCheckAgainstSim(t *testing.T) {
 	}
 }
 
+// recordingTransport records every request the check sends and answers
+// none (nothing leaves the machine).
+type recordingTransport struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rt.mu.Lock()
+	rt.sent = append(rt.sent, req.Method+" "+req.URL.Redacted())
+	rt.mu.Unlock()
+	return nil, errors.New("test: recording transport sends nothing")
+}
+
+func (rt *recordingTransport) requests() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return append([]string(nil), rt.sent...)
+}
+
+// useRecordingTransport makes the command's requests go to a recorder.
+func useRecordingTransport(t *testing.T) *recordingTransport {
+	t.Helper()
+	rt := &recordingTransport{}
+	checkTransport = rt
+	t.Cleanup(func() { checkTransport = nil })
+	return rt
+}
+
 func TestCheckRefusesProduction(t *testing.T) {
-	for _, base := range []string{"https://api.pagpolar.com/v1", "https://payments.example.com/v1"} {
+	rt := useRecordingTransport(t)
+	for _, base := range []string{"https://api.pagpolar.com/v1", "https://api.pagpolar.com./v1", "https://payments.example.com/v1", "http://[::ffff:192.0.2.2%25sandbox]:8080/v1"} {
 		t.Setenv("PAGPOLAR_BASE_URL", base)
 		t.Setenv("PAGPOLAR_CREDENTIAL_ID", "cred")
 		t.Setenv("PAGPOLAR_TOKEN", "tok")
@@ -107,12 +140,36 @@ func TestCheckRefusesProduction(t *testing.T) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", base, code, out, errs)
 		}
 	}
-	// With the flag the check goes ahead: here to a host that cannot
-	// resolve (.invalid), so nothing leaves the machine.
-	t.Setenv("PAGPOLAR_BASE_URL", "https://payments.invalid/v1")
+	if sent := rt.requests(); len(sent) != 0 {
+		t.Fatalf("requests sent before the refusal: %q", sent)
+	}
+	// With the flag the check goes ahead: its first request (the
+	// preflight read) reaches the transport, which sends nothing.
+	t.Setenv("PAGPOLAR_BASE_URL", "https://api.pagpolar.com/v1")
 	code, _, errs := runCheckCmd(t, "-offer", "o", "-plan", "p", "-other-plan", "q", "-i-know-this-is-production")
 	if code != apicheck.ExitUsage || !strings.Contains(errs, "cannot reach") {
 		t.Errorf("with -i-know-this-is-production: exit %d, stderr %q", code, errs)
+	}
+	if sent := rt.requests(); len(sent) != 1 || !strings.HasPrefix(sent[0], "GET https://api.pagpolar.com/v1/sales?") {
+		t.Errorf("with -i-know-this-is-production: requests %q, want the one preflight GET", sent)
+	}
+}
+
+// MED-3: a base URL with user information is refused before anything is
+// sent, and its password is not printed.
+func TestReview_CheckUserinfo(t *testing.T) {
+	rt := useRecordingTransport(t)
+	for _, base := range []string{"http://user:hunter2secret@127.0.0.1:1/v1", "https://user:hunter2secret@api-staging.example.com/v1?k=hunter2secret"} {
+		t.Setenv("PAGPOLAR_BASE_URL", base)
+		t.Setenv("PAGPOLAR_CREDENTIAL_ID", "cred")
+		t.Setenv("PAGPOLAR_TOKEN", "tok")
+		code, out, errs := runCheckCmd(t, "-offer", "o", "-plan", "p", "-other-plan", "q")
+		if code != apicheck.ExitUsage || strings.Contains(out+errs, "hunter2secret") || !strings.Contains(errs, "user information") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", base, code, out, errs)
+		}
+	}
+	if sent := rt.requests(); len(sent) != 0 {
+		t.Errorf("requests sent: %q", sent)
 	}
 }
 

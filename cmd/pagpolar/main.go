@@ -38,7 +38,7 @@ var summaries = map[string]string{
 	"demo":  "run orders through the SDK against the in-process fake with faults, check its ledger",
 	"chaos": "the demo across worker processes sharing one store, SIGKILLed and restarted",
 	"ops":   "operator's view of a key store and a webhook inbox: list, show, settle, reap, inbox",
-	"check": "check a PagPolar API (staging) against the shapes the SDK assumes; report and exit 0/1/3",
+	"check": "check a PagPolar API (staging) against the shapes the SDK assumes; report and exit 0/1/2/3",
 }
 
 func main() {
