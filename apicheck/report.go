@@ -387,12 +387,19 @@ func (r *runner) created() []Created {
 		}
 		newID := id != "" && !seen[id]
 		seen[id] = true
+		route, kind := routeOf(x)
 		// A replay is no new effect, unless it names one no answer named
-		// before (a "replay" that made another).
-		if x.replayed() && !newID {
+		// before (a "replay" that made another). An unmarked answer naming
+		// an effect already listed is not one either — except a plan
+		// change answered with its subscription, whose ID names no plan
+		// change.
+		subAnswer := false
+		if obj, err := wire.ParseObject(x.body); err == nil && kind == "plan-change" && looksLikeSubscription(obj) {
+			subAnswer = true
+		}
+		if !newID && (x.replayed() || id != "" && !subAnswer) {
 			continue
 		}
-		route, kind := routeOf(x)
 		c := Created{Route: route, Step: x.step, Idempotency: x.key}
 		switch kind {
 		case "pix", "boleto", "card":
