@@ -28,8 +28,9 @@ const SourceWebhook Source = "webhook"
 // and an effect that cannot be attributed leaves the operation unknown —
 // and is remembered, so that no later lookup reads its absence as "not
 // found". An operation another worker holds is not touched (that worker
-// settles it by lookup): the error then wraps ErrInProgress, which
-// webhook.Inbox logs without trying the event again.
+// settles it by lookup): the error then wraps ErrInProgress, and
+// webhook.Inbox offers the event again later (settling only), in case that
+// worker's call ends unknown.
 // Webhook events arrive in any order and may describe an older state; the
 // existence of the effect is all this reads.
 //

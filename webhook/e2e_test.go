@@ -173,6 +173,7 @@ func TestInboxWithSender(t *testing.T) {
 		{"PayloadSealedAtRest", e2eSealed},
 		{"ReapProcessedAndDead", e2eReap},
 		{"SettlesUnknownSubscribe", e2eSettlesUnknownSubscribe},
+		{"SettlesHeldOperationLater", e2eSettlesHeldLater},
 	}
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {

@@ -16,7 +16,10 @@ import (
 )
 
 // Settler settles client operations from an event's body:
-// *pagpolar.Client implements it (SettleFromWebhook).
+// *pagpolar.Client implements it (SettleFromWebhook). An error matching
+// pagpolar.ErrInProgress says an operation the event may settle is held by
+// a worker: the inbox then offers the event again later, from memory
+// (settle_later.go); other errors are logged and the event is done.
 type Settler interface {
 	SettleFromWebhook(ctx context.Context, body []byte) ([]pagpolar.ResumeResult, error)
 }
@@ -55,7 +58,10 @@ type Config struct {
 	// It never sends a money request, never touches an operation a worker
 	// holds (that worker settles it by lookup), settles only successes,
 	// ignores Playground test events, and never fails the event: its
-	// errors are logged and the handler runs regardless.
+	// errors are logged and the handler runs regardless. An event whose
+	// operations were held is offered to Settle again from memory (never
+	// to the handler), for about 10 minutes (settle_later.go), so that a
+	// call that then ends "outcome unknown" is still settled by it.
 	Settle Settler
 	// Key builds dedupe keys (default DefaultKey; KeyEveryDelayed processes
 	// every SUBSCRIPTION_DELAYED notice).
@@ -165,6 +171,7 @@ type Inbox struct {
 	hctx    context.Context
 	hcancel context.CancelFunc // ends handlers when Shutdown runs out of time
 	wg      sync.WaitGroup
+	later   *settleLater // events to offer Settle again (settle_later.go)
 
 	mu       sync.Mutex
 	started  bool
@@ -180,7 +187,7 @@ func New(cfg Config) (*Inbox, error) {
 	if len(cfg.Tokens) == 0 || len(cfg.Tokens) > 2 {
 		return nil, fmt.Errorf("webhook: Config.Tokens: have %d, want 1 or 2 (2 while rotating)", len(cfg.Tokens))
 	}
-	in := &Inbox{}
+	in := &Inbox{later: newSettleLater()}
 	for i, t := range cfg.Tokens {
 		if t == "" {
 			return nil, fmt.Errorf("webhook: Config.Tokens[%d]: empty", i)
@@ -286,6 +293,10 @@ func (in *Inbox) Start() error {
 	}
 	in.wg.Add(1)
 	go in.scanner()
+	if in.cfg.Settle != nil {
+		in.wg.Add(1)
+		go in.settler()
+	}
 	if in.cfg.Retention > 0 {
 		in.wg.Add(1)
 		go in.purger()

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/pagpolar/pagpolar-go"
 )
 
 // Permanent marks err as not worth retrying: the event goes dead at once
@@ -200,7 +202,9 @@ func (in *Inbox) run(rec Record, ev *Event) (herr, cause error) {
 			// Best effort, and never in the way of the handler: an operation a
 			// worker holds is that worker's to settle (by lookup), and a store
 			// error leaves the operation for the next event, Resume or call.
-			if _, err := in.cfg.Settle.SettleFromWebhook(ctx, ev.Raw); err != nil {
+			if _, err := in.cfg.Settle.SettleFromWebhook(ctx, ev.Raw); errors.Is(err, pagpolar.ErrInProgress) {
+				in.offerLater(ev.Key, ev.Raw)
+			} else if err != nil {
 				in.log.Info("webhook: the client operations this event may settle were left as they are", slog.String("key", ev.Key), slog.Any("error", err))
 			}
 			if handler == nil {

@@ -1,8 +1,11 @@
 package webhook_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,4 +128,92 @@ func e2eSettlesUnknownSubscribe(t *testing.T, open func() webhook.Store) {
 		t.Fatalf("%d subscriptions, want 2", n)
 	}
 
+}
+
+// An event that arrives while its operation is held by the worker still
+// running the call settles nothing then (that worker's to settle); when
+// the call then ends unknown and lets go, the event, kept in memory, is
+// offered to Settle again and settles it — with no request, and without
+// running the handler twice. Before settle_later.go the operation stayed
+// unknown.
+func e2eSettlesHeldLater(t *testing.T, open func() webhook.Store) {
+	clock := pagpolartest.NewClock()
+	api := pagpolartest.NewServer(t, pagpolartest.WithClock(clock), pagpolartest.WithoutSubscriptionLookup(), pagpolartest.WithProcessingWindow(300*time.Millisecond))
+	keys := keystore.NewMemoryWithClock(clock)
+	client, err := pagpolar.NewClient(api.CredentialID, pagpolar.StaticToken(api.Token), pagpolar.WithBaseURL(api.URL), pagpolar.WithStore(keys),
+		pagpolar.WithClock(clock), pagpolar.WithLogger(slog.New(slog.DiscardHandler)),
+		pagpolar.WithRetryPolicy(pagpolar.RetryPolicy{ProcessingWindow: 300 * time.Millisecond, WindowMargin: 50 * time.Millisecond, SettleDelay: 60 * time.Millisecond,
+			LookupInterval: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond, AttemptTimeout: time.Second, LeaseTTL: 3 * time.Second, MaxSettleWait: 2 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	cust := pagpolar.Customer{Name: "Ana", Email: "ana@example.com", Document: "529.982.247-25"}
+	if _, err := client.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "warm-up", Customer: cust}); err != nil {
+		t.Fatal(err)
+	}
+	api.Inject(pagpolartest.Fault{Route: "subscribe", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+	_, err = client.Subscriptions.Subscribe(ctx, pagpolar.SubscribeParams{OfferID: "plan-basic", ExternalReference: "sub-held", Customer: cust, PaymentMethod: "pix"})
+	if !errors.Is(err, pagpolar.ErrOutcomeUnknown) {
+		t.Fatalf("subscribe: %v, want ErrOutcomeUnknown (no subscription lookup)", err)
+	}
+	id := pagpolar.RecordID(api.CredentialID, "subscribe:sub-held")
+	// Another worker holds the operation (its call is still running).
+	held, err := keys.Acquire(ctx, id, "worker-2", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled sync.Map
+	r := newRig(t, open(), clock, func(c *webhook.Config) {
+		c.Settle = client
+		c.Default = func(_ context.Context, ev *webhook.Event) error {
+			n, _ := handled.LoadOrStore(ev.Key, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			return nil
+		}
+	})
+	var envs []wire.WebhookEnvelope
+	for _, ev := range api.Events() {
+		if ev.Subscription != nil && ev.Subscription.ExternalReference == "sub-held" {
+			envs = append(envs, pagpolartest.EnvelopeFor(ev))
+		}
+	}
+	if len(envs) == 0 {
+		t.Fatal("no event for the subscription")
+	}
+	requests := len(api.Ledger().Requests)
+	r.sender.SendAll(envs)
+	r.flush()
+	for _, env := range envs {
+		r.waitOutcome(env.Event+":"+env.Data.Subscription.ID, webhook.StateProcessed)
+	}
+	rec, err := keys.Get(ctx, id)
+	if err != nil || rec.State != keystore.StateUnknown {
+		t.Fatalf("while held: %s %v, want unknown (the holder's to settle)", rec.State, err)
+	}
+	// The worker's call ends unknown and lets go.
+	if err := keys.Release(ctx, id, held.LeaseToken); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitFor)
+	for {
+		clock.Advance(time.Second)
+		rec, err = keys.Get(ctx, id)
+		if err == nil && rec.State == keystore.StateSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the worker let go: %s %q, want succeeded (settled by the event offered again)", rec.State, rec.Error)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(api.Ledger().Requests) - requests; n != 0 {
+		t.Fatalf("settling from events sent %d requests, want 0", n)
+	}
+	handled.Range(func(k, v any) bool {
+		if n := v.(*atomic.Int32).Load(); n != 1 {
+			t.Errorf("handler ran %d times for %v, want 1", n, k)
+		}
+		return true
+	})
 }
