@@ -347,7 +347,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "PAGPOLAR_READY=1")
 	logMu.Lock()
-	fmt.Fprintf(stderr, "pagpolar sim: serving %s (%d faults injected); SIGINT or SIGTERM stops it\n", s.URL, len(cfg.faultsToInject()))
+	kinds := "kinds"
+	if n := len(cfg.faultsToInject()); n == 1 {
+		kinds = "kind"
+	}
+	fmt.Fprintf(stderr, "pagpolar sim: serving %s (%d fault %s injected); SIGINT or SIGTERM stops it\n", s.URL, len(cfg.faultsToInject()), kinds)
 	if sender != nil {
 		fmt.Fprintf(stderr, "pagpolar sim: delivering webhooks to %s (failed deliveries are sent again %s later, %d attempts)\n",
 			cfg.webhookURL, pagpolartest.DefaultWebhookRetryDelay, pagpolartest.DefaultWebhookAttempts)
