@@ -12,7 +12,7 @@ import (
 type Customer struct {
 	Name     string
 	Email    string
-	Document string // CPF (11 digits) or CNPJ (14 digits); punctuation is allowed
+	Document string // CPF (11 digits) or CNPJ (14 digits), punctuation allowed; or empty (the PIX example sends "")
 	Phone    string // optional
 }
 

@@ -39,6 +39,20 @@
 // the fault applied, and answers the question the SDK's tests ask: which
 // operations took effect more than once?
 //
+// The fake is as strict as the documented PIX request: every member of
+// the documentation's example is required (the customer's name, e-mail,
+// document and phone; document and phone may be ""), and a member it does
+// not know is a 400 — so a client that drifts from the documented request
+// finds out here, not in staging.
+//
+// WithShapes makes it answer in other plausible shapes (Shape: method
+// spellings, list paging, time formats, error bodies, sparse objects), to
+// prove a client fails safe when the assumed shapes are wrong;
+// WithoutSubscriptionLookup removes the one assumed lookup route a real API
+// may lack. WithDeterministicFaults decides each probabilistic fault by
+// the seed (WithSeed), the order the request concerns and how many requests
+// about it came before (not by arrival order), so a run can be reproduced.
+//
 // `pagpolar sim` (cmd/pagpolar) runs the same fake on a local port for
 // tests written in other languages.
 package pagpolartest
