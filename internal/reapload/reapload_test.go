@@ -65,7 +65,7 @@ type target struct {
 	store keystore.Store
 	url   string // for `pagpolar ops reap -store`
 	// fill copies the record of opID n times, 40 days old.
-	fill func(t *testing.T, opID string, n int)
+	fill func(t *testing.T, opID, tag string, n int)
 	// expired counts the terminal records older than the cut-off.
 	expired func(t *testing.T) int
 }
@@ -163,10 +163,6 @@ func measure(t *testing.T, tg target, n, par int, base time.Duration, mode, bin 
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("template record: %v %d", err, len(recs))
 	}
-	start := time.Now()
-	tg.fill(t, recs[0].OperationID, n)
-	t.Logf("filled %d expired records in %.1f s; expired now %d", n, time.Since(start).Seconds(), tg.expired(t))
-
 	// run runs live charges until stop is closed (or for d when stop is nil).
 	run := func(d time.Duration, stop <-chan struct{}) phase {
 		var mu sync.Mutex
@@ -211,18 +207,8 @@ func measure(t *testing.T, tg target, n, par int, base time.Duration, mode, bin 
 		return p
 	}
 
-	t.Logf("load average before: %s", loadavg())
-	before := run(base, nil)
-	t.Logf("before: %s", before)
-
-	stop := make(chan struct{})
-	var reapErr error
-	var reapOut string
-	var reapWall time.Duration
-	go func() {
-		defer close(stop)
+	reap := func() (string, time.Duration, error) {
 		s := time.Now()
-		defer func() { reapWall = time.Since(s) }()
 		if mode == "inproc" {
 			o := keystore.ReapOptions{Retention: retention}
 			fs := flag.NewFlagSet("reap", flag.ContinueOnError)
@@ -231,53 +217,79 @@ func measure(t *testing.T, tg target, n, par int, base time.Duration, mode, bin 
 			fs.DurationVar(&o.MinPause, "min-pause", 0, "")
 			fs.DurationVar(&o.MaxPause, "max-pause", 0, "")
 			if err := fs.Parse(strings.Fields(os.Getenv("PAGPOLAR_REAP_ARGS"))); err != nil {
-				reapErr = err
-				return
+				return "", 0, err
 			}
 			var batches int
 			var busy, paused time.Duration
 			o.Progress = func(b keystore.ReapBatch) { batches++; busy += b.Took; paused += b.Pause }
 			k, err := keystore.ReapWith(ctx, tg.store, o)
-			reapOut, reapErr = fmt.Sprintf("removed %d in %d batches: %.1f s deleting, %.1f s paused", k, batches, busy.Seconds(), paused.Seconds()), err
-			return
+			return fmt.Sprintf("removed %d in %d batches: %.1f s deleting, %.1f s paused", k, batches, busy.Seconds(), paused.Seconds()), time.Since(s), err
 		}
 		args := append([]string{"ops", "reap", "-store", tg.url}, strings.Fields(os.Getenv("PAGPOLAR_REAP_ARGS"))...)
 		out, err := exec.Command(bin, args...).CombinedOutput()
-		reapOut, reapErr = strings.TrimSpace(string(out)), err
-	}()
-	during := run(0, stop)
-	<-stop // with no live callers, run returns at once
-	la := loadavg()
-	t.Logf("during (%s reap, %.1f s, load average %s): %s", mode, reapWall.Seconds(), la, during)
-	t.Logf("reap: %s (err %v)", strings.ReplaceAll(reapOut, "\n", "; "), reapErr)
-	after := run(base, nil)
-	t.Logf("after: %s", after)
-	left := tg.expired(t)
-	t.Logf("expired records left: %d; load average after: %s", left, loadavg())
+		return strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "), time.Since(s), err
+	}
 
-	ref := phase{lat: append(slices.Clone(before.lat), after.lat...), wall: before.wall + after.wall}
-	t.Logf("RESULT %s %s par=%d n=%d: throughput %.2fx (%.0f vs %.0f/s), p99 %.2fx (%.2f vs %.2f ms), p50 %.2fx, reap %.1f s",
-		t.Name(), mode, par, n, during.rate()/ref.rate(), during.rate(), ref.rate(),
-		ms(during.q(0.99))/ms(ref.q(0.99)), ms(during.q(0.99)), ms(ref.q(0.99)), ms(during.q(0.5))/ms(ref.q(0.5)), reapWall.Seconds())
-	if reapErr != nil || left != 0 {
-		t.Errorf("reap: %v, %d expired records left", reapErr, left)
+	rounds, _ := strconv.Atoi(env("PAGPOLAR_REAP_ROUNDS", "1"))
+	t.Logf("load average at start: %s", loadavg())
+	prev := run(base, nil)
+	t.Logf("base 0: %s", prev)
+	var tput, p99s, p50s []float64
+	for r := range rounds {
+		start := time.Now()
+		tg.fill(t, recs[0].OperationID, fmt.Sprintf("r%d", r), n)
+		t.Logf("round %d: filled %d expired records in %.1f s; expired now %d", r, n, time.Since(start).Seconds(), tg.expired(t))
+		stop := make(chan struct{})
+		var reapOut string
+		var reapWall time.Duration
+		var reapErr error
+		go func() {
+			defer close(stop)
+			reapOut, reapWall, reapErr = reap()
+		}()
+		during := run(0, stop)
+		<-stop // with no live callers, run returns at once
+		t.Logf("round %d: during the %s reap (%.1f s, load average %s): %s", r, mode, reapWall.Seconds(), loadavg(), during)
+		t.Logf("round %d: reap: %s (err %v)", r, reapOut, reapErr)
+		next := run(base, nil)
+		t.Logf("base %d: %s", r+1, next)
+		if left := tg.expired(t); reapErr != nil || left != 0 {
+			t.Errorf("reap: %v, %d expired records left", reapErr, left)
+		}
+		if during.fails > 0 {
+			t.Errorf("%d live charges failed during the reap", during.fails)
+		}
+		ref := phase{lat: append(slices.Clone(prev.lat), next.lat...), wall: prev.wall + next.wall}
+		tput = append(tput, during.rate()/ref.rate())
+		p99s = append(p99s, ms(during.q(0.99))/ms(ref.q(0.99)))
+		p50s = append(p50s, ms(during.q(0.5))/ms(ref.q(0.5)))
+		t.Logf("RESULT round %d %s %s par=%d n=%d: throughput %.2fx (%.0f vs %.0f/s), p99 %.2fx (%.2f vs %.2f ms), p50 %.2fx, reap %.1f s",
+			r, t.Name(), mode, par, n, tput[r], during.rate(), ref.rate(),
+			p99s[r], ms(during.q(0.99)), ms(ref.q(0.99)), p50s[r], reapWall.Seconds())
+		prev = next
 	}
-	if during.fails > 0 {
-		t.Errorf("%d live charges failed during the reap", during.fails)
-	}
+	t.Logf("SUMMARY %s %s par=%d n=%d rounds=%d args=%q: throughput median %s, p99 median %s, p50 median %s; load average at end %s",
+		t.Name(), mode, par, n, rounds, os.Getenv("PAGPOLAR_REAP_ARGS"), medRange(tput), medRange(p99s), medRange(p50s), loadavg())
+}
+
+// medRange is "median (min–max)" of xs, as ratios.
+func medRange(xs []float64) string {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return fmt.Sprintf("%.2fx (%.2f–%.2f)", s[len(s)/2], s[0], s[len(s)-1])
 }
 
 // The SQL fills copy the template row n times in chunks, UpdatedAt 40 days
 // back (each copy one millisecond apart).
-func sqlFill(t *testing.T, db *sql.DB, table, opID string, n int, series func(lo, hi int) string) {
+func sqlFill(t *testing.T, db *sql.DB, table, opID, tag string, n int, series func(lo, hi int) string) {
 	cols := "idempotency_key, kind, fingerprint, state, version, attempts, first_sent_at, last_sent_at, result_ref, " +
 		"result_data, error_text, meta_data, lease_owner, lease_token, lease_expires_at"
 	old := time.Now().Add(-40 * 24 * time.Hour).UnixMilli()
 	const chunk = 50000
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(n, lo+chunk)
-		q := fmt.Sprintf("INSERT INTO %[1]s (operation_id, %[2]s, created_at, updated_at) SELECT r.operation_id || '-fill-' || g.n, %[2]s, %[3]d + g.n, %[3]d + g.n "+
-			"FROM %[1]s r, (%[4]s) g WHERE r.operation_id = $1", table, cols, old, series(lo, hi))
+		q := fmt.Sprintf("INSERT INTO %[1]s (operation_id, %[2]s, created_at, updated_at) SELECT r.operation_id || '-fill%[5]s-' || g.n, %[2]s, %[3]d + g.n, %[3]d + g.n "+
+			"FROM %[1]s r, (%[4]s) g WHERE r.operation_id = $1", table, cols, old, series(lo, hi), tag)
 		if _, err := db.Exec(q, opID); err != nil {
 			t.Fatalf("fill: %v", err)
 		}
@@ -312,8 +324,8 @@ func sqliteTarget(t *testing.T) target {
 	return target{
 		store: s,
 		url:   "sqlite:" + path,
-		fill: func(t *testing.T, opID string, n int) {
-			sqlFill(t, db, sqlstore.DefaultTable, opID, n, func(lo, hi int) string {
+		fill: func(t *testing.T, opID, tag string, n int) {
+			sqlFill(t, db, sqlstore.DefaultTable, opID, tag, n, func(lo, hi int) string {
 				return fmt.Sprintf("WITH RECURSIVE c(n) AS (SELECT %d UNION ALL SELECT n+1 FROM c WHERE n < %d) SELECT n FROM c", lo, hi-1)
 			})
 			if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
@@ -357,8 +369,8 @@ func postgresTarget(t *testing.T) target {
 	return target{
 		store: s,
 		url:   dsn + sep + "table=" + table,
-		fill: func(t *testing.T, opID string, n int) {
-			sqlFill(t, db, table, opID, n, func(lo, hi int) string {
+		fill: func(t *testing.T, opID, tag string, n int) {
+			sqlFill(t, db, table, opID, tag, n, func(lo, hi int) string {
 				return fmt.Sprintf("SELECT generate_series(%d, %d) AS n", lo, hi-1)
 			})
 			if _, err := db.Exec("VACUUM ANALYZE " + table); err != nil {
@@ -418,13 +430,13 @@ func redisTarget(t *testing.T) target {
 		h.Write([]byte(id))
 		return int(h.Sum32() % shards)
 	}
-	tag := func(sh int) string { return fmt.Sprintf("%s:{%s:%d}:", prefix, prefix, sh) }
+	keyTag := func(sh int) string { return fmt.Sprintf("%s:{%s:%d}:", prefix, prefix, sh) }
 	ctx := context.Background()
 	return target{
 		store: s,
 		url:   "redis://" + addr + "/0?prefix=" + prefix + "&volatile=1",
-		fill: func(t *testing.T, opID string, n int) {
-			h, err := rc.HGetAll(ctx, tag(shardOf(opID))+"op:"+opID).Result()
+		fill: func(t *testing.T, opID, tag string, n int) {
+			h, err := rc.HGetAll(ctx, keyTag(shardOf(opID))+"op:"+opID).Result()
 			if err != nil || len(h) == 0 {
 				t.Fatalf("template hash: %v", err)
 			}
@@ -432,7 +444,7 @@ func redisTarget(t *testing.T) target {
 			for lo := 0; lo < n; lo += 5000 {
 				pipe := rc.Pipeline()
 				for i := lo; i < min(n, lo+5000); i++ {
-					id := fmt.Sprintf("%s-fill-%d", opID, i)
+					id := fmt.Sprintf("%s-fill%s-%d", opID, tag, i)
 					ts := strconv.FormatInt(old+int64(i)*1000, 10)
 					f := make(map[string]any, len(h))
 					for k, v := range h {
@@ -440,8 +452,8 @@ func redisTarget(t *testing.T) target {
 					}
 					f["op"], f["ca"], f["ua"] = id, ts, ts
 					sh := shardOf(id)
-					pipe.HSet(ctx, tag(sh)+"op:"+id, f)
-					pipe.ZAdd(ctx, tag(sh)+"ix:succeeded", redis.Z{Score: float64(old + int64(i)*1000), Member: id})
+					pipe.HSet(ctx, keyTag(sh)+"op:"+id, f)
+					pipe.ZAdd(ctx, keyTag(sh)+"ix:succeeded", redis.Z{Score: float64(old + int64(i)*1000), Member: id})
 				}
 				if _, err := pipe.Exec(ctx); err != nil {
 					t.Fatal(err)
@@ -458,7 +470,7 @@ func redisTarget(t *testing.T) target {
 			cut := strconv.FormatInt(time.Now().Add(-retention).UnixMicro(), 10)
 			k := 0
 			for sh := range shards {
-				m, err := rc.ZCount(ctx, tag(sh)+"ix:succeeded", "-inf", "("+cut).Result()
+				m, err := rc.ZCount(ctx, keyTag(sh)+"ix:succeeded", "-inf", "("+cut).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
