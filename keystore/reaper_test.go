@@ -155,3 +155,47 @@ type failing struct{ keystore.Store }
 func (failing) DeleteExpired(context.Context, time.Time, int) (int, error) {
 	return 0, fmt.Errorf("%w: down", keystore.ErrUnavailable)
 }
+
+// ReapWith waits between batches (at least MinPause: a timer never fires
+// early), reports each batch, and a context that ends during a pause ends
+// the reap with what it removed so far.
+func TestReapWithPauses(t *testing.T) {
+	clock := pagpolartest.NewClock()
+	mem := keystore.NewMemoryWithClock(clock)
+	for i := range 6 {
+		put(t, mem, fmt.Sprintf("s%d", i), keystore.StateSucceeded)
+	}
+	clock.Advance(keystore.DefaultRetention + time.Second)
+	var got []keystore.ReapBatch
+	const floor = 30 * time.Millisecond
+	start := time.Now()
+	n, err := keystore.ReapWith(context.Background(), mem, keystore.ReapOptions{Batch: 2, MinPause: floor, MaxPause: floor,
+		Now: clock.Now(), Progress: func(b keystore.ReapBatch) { got = append(got, b) }})
+	took := time.Since(start)
+	if err != nil || n != 6 {
+		t.Fatalf("ReapWith = %d, %v; want 6, nil", n, err)
+	}
+	// 2, 2, 2, then an empty batch: three pauses, none after the last.
+	if len(got) != 4 || got[3].Removed != 0 || got[3].Pause != 0 {
+		t.Fatalf("batches %+v; want 4, the last empty and without a pause", got)
+	}
+	for _, b := range got[:3] {
+		if b.Removed != 2 || b.Pause != floor {
+			t.Fatalf("batch %+v; want 2 removed and a pause of %v", b, floor)
+		}
+	}
+	if took < 3*floor {
+		t.Fatalf("ReapWith took %v, less than its three pauses of %v", took, floor)
+	}
+
+	for i := range 4 {
+		put(t, mem, fmt.Sprintf("t%d", i), keystore.StateSucceeded)
+	}
+	clock.Advance(keystore.DefaultRetention + time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err = keystore.ReapWith(ctx, mem, keystore.ReapOptions{Batch: 2, MinPause: time.Hour, MaxPause: time.Hour,
+		Now: clock.Now(), Progress: func(keystore.ReapBatch) { cancel() }})
+	if !errors.Is(err, context.Canceled) || n != 2 {
+		t.Fatalf("ReapWith cancelled during its pause = %d, %v; want 2, context.Canceled", n, err)
+	}
+}
