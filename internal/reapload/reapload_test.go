@@ -64,10 +64,13 @@ func env(k, def string) string {
 type target struct {
 	store keystore.Store
 	url   string // for `pagpolar ops reap -store`
-	// fill copies the record of opID n times, 40 days old.
-	fill func(t *testing.T, opID, tag string, n int)
+	// fill copies the record of opID n times as state, last updated age
+	// ago, their IDs opID-fill<tag>-<i>.
+	fill func(t *testing.T, opID, tag string, n int, state string, age time.Duration)
 	// expired counts the terminal records older than the cut-off.
 	expired func(t *testing.T) int
+	// explain prints query plans and index depth (SQL stores).
+	explain func(t *testing.T)
 }
 
 func TestReapUnderLoad(t *testing.T) {
@@ -237,7 +240,7 @@ func measure(t *testing.T, tg target, n, par int, base time.Duration, mode, bin 
 	var tput, p99s, p50s []float64
 	for r := range rounds {
 		start := time.Now()
-		tg.fill(t, recs[0].OperationID, fmt.Sprintf("r%d", r), n)
+		tg.fill(t, recs[0].OperationID, fmt.Sprintf("r%d", r), n, "succeeded", 40*24*time.Hour)
 		t.Logf("round %d: filled %d expired records in %.1f s; expired now %d", r, n, time.Since(start).Seconds(), tg.expired(t))
 		stop := make(chan struct{})
 		var reapOut string
@@ -281,16 +284,16 @@ func medRange(xs []float64) string {
 
 // The SQL fills copy the template row n times in chunks, UpdatedAt 40 days
 // back (each copy one millisecond apart).
-func sqlFill(t *testing.T, db *sql.DB, table, opID, tag string, n int, series func(lo, hi int) string) {
-	cols := "idempotency_key, kind, fingerprint, state, version, attempts, first_sent_at, last_sent_at, result_ref, " +
+func sqlFill(t *testing.T, db *sql.DB, table, opID, tag string, n int, state string, age time.Duration, series func(lo, hi int) string) {
+	cols := "idempotency_key, kind, fingerprint, version, attempts, first_sent_at, last_sent_at, result_ref, " +
 		"result_data, error_text, meta_data, lease_owner, lease_token, lease_expires_at"
-	old := time.Now().Add(-40 * 24 * time.Hour).UnixMilli()
+	old := time.Now().Add(-age).UnixMilli() - int64(n)
 	const chunk = 50000
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(n, lo+chunk)
-		q := fmt.Sprintf("INSERT INTO %[1]s (operation_id, %[2]s, created_at, updated_at) SELECT r.operation_id || '-fill%[5]s-' || g.n, %[2]s, %[3]d + g.n, %[3]d + g.n "+
+		q := fmt.Sprintf("INSERT INTO %[1]s (operation_id, state, %[2]s, created_at, updated_at) SELECT r.operation_id || '-fill%[5]s-' || g.n, $2, %[2]s, %[3]d + g.n, %[3]d + g.n "+
 			"FROM %[1]s r, (%[4]s) g WHERE r.operation_id = $1", table, cols, old, series(lo, hi), tag)
-		if _, err := db.Exec(q, opID); err != nil {
+		if _, err := db.Exec(q, opID, state); err != nil {
 			t.Fatalf("fill: %v", err)
 		}
 	}
@@ -324,8 +327,8 @@ func sqliteTarget(t *testing.T) target {
 	return target{
 		store: s,
 		url:   "sqlite:" + path,
-		fill: func(t *testing.T, opID, tag string, n int) {
-			sqlFill(t, db, sqlstore.DefaultTable, opID, tag, n, func(lo, hi int) string {
+		fill: func(t *testing.T, opID, tag string, n int, state string, age time.Duration) {
+			sqlFill(t, db, sqlstore.DefaultTable, opID, tag, n, state, age, func(lo, hi int) string {
 				return fmt.Sprintf("WITH RECURSIVE c(n) AS (SELECT %d UNION ALL SELECT n+1 FROM c WHERE n < %d) SELECT n FROM c", lo, hi-1)
 			})
 			if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
@@ -336,15 +339,33 @@ func sqliteTarget(t *testing.T) target {
 			}
 		},
 		expired: func(t *testing.T) int { return sqlExpired(t, db, sqlstore.DefaultTable) },
+		explain: func(t *testing.T) {
+			explainSQL(t, db, "EXPLAIN QUERY PLAN ", sqlstore.DefaultTable)
+			// B-tree depth of the table and its indexes (dbstat, when compiled in).
+			rows, err := db.Query("SELECT name, max(length(path) - length(replace(path, '/', ''))) + 1, count(*) FROM dbstat GROUP BY name")
+			if err != nil {
+				t.Logf("dbstat: %v", err)
+				return
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var name string
+				var depth, pages int
+				_ = rows.Scan(&name, &depth, &pages)
+				t.Logf("DEPTH %s: %d levels, %d pages", name, depth, pages)
+			}
+		},
 	}
 }
+
+var pgSeq atomic.Int64
 
 func postgresTarget(t *testing.T) target {
 	dsn := os.Getenv("PAGPOLAR_TEST_POSTGRES_DSN")
 	if dsn == "" {
 		t.Skip("PAGPOLAR_TEST_POSTGRES_DSN not set")
 	}
-	table := fmt.Sprintf("reapload_%d", os.Getpid())
+	table := fmt.Sprintf("reapload_%d_%d", os.Getpid(), pgSeq.Add(1))
 	s, err := sqlstore.OpenPostgres(dsn, sqlstore.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
@@ -369,8 +390,8 @@ func postgresTarget(t *testing.T) target {
 	return target{
 		store: s,
 		url:   dsn + sep + "table=" + table,
-		fill: func(t *testing.T, opID, tag string, n int) {
-			sqlFill(t, db, table, opID, tag, n, func(lo, hi int) string {
+		fill: func(t *testing.T, opID, tag string, n int, state string, age time.Duration) {
+			sqlFill(t, db, table, opID, tag, n, state, age, func(lo, hi int) string {
 				return fmt.Sprintf("SELECT generate_series(%d, %d) AS n", lo, hi-1)
 			})
 			if _, err := db.Exec("VACUUM ANALYZE " + table); err != nil {
@@ -382,6 +403,19 @@ func postgresTarget(t *testing.T) target {
 			}
 		},
 		expired: func(t *testing.T) int { return sqlExpired(t, db, table) },
+		explain: func(t *testing.T) {
+			explainSQL(t, db, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ", table)
+			for _, ix := range []string{table + "_pkey", table + "_state_updated", table + "_updated"} {
+				var depth int
+				var size int64
+				// The root's level in the b-tree metapage (pageinspect), else only sizes.
+				if err := db.QueryRow("SELECT level FROM bt_metap($1)", ix).Scan(&depth); err != nil {
+					depth = -1
+				}
+				_ = db.QueryRow("SELECT pg_relation_size($1)", ix).Scan(&size)
+				t.Logf("DEPTH %s: root level %d (-1: pageinspect not installed), %d bytes", ix, depth, size)
+			}
+		},
 	}
 }
 
@@ -435,12 +469,12 @@ func redisTarget(t *testing.T) target {
 	return target{
 		store: s,
 		url:   "redis://" + addr + "/0?prefix=" + prefix + "&volatile=1",
-		fill: func(t *testing.T, opID, tag string, n int) {
+		fill: func(t *testing.T, opID, tag string, n int, state string, age time.Duration) {
 			h, err := rc.HGetAll(ctx, keyTag(shardOf(opID))+"op:"+opID).Result()
 			if err != nil || len(h) == 0 {
 				t.Fatalf("template hash: %v", err)
 			}
-			old := time.Now().Add(-40 * 24 * time.Hour).UnixMicro()
+			old := time.Now().Add(-age).UnixMicro() - int64(n)*1000
 			for lo := 0; lo < n; lo += 5000 {
 				pipe := rc.Pipeline()
 				for i := lo; i < min(n, lo+5000); i++ {
@@ -450,10 +484,10 @@ func redisTarget(t *testing.T) target {
 					for k, v := range h {
 						f[k] = v
 					}
-					f["op"], f["ca"], f["ua"] = id, ts, ts
+					f["op"], f["ca"], f["ua"], f["st"] = id, ts, ts, state
 					sh := shardOf(id)
 					pipe.HSet(ctx, keyTag(sh)+"op:"+id, f)
-					pipe.ZAdd(ctx, keyTag(sh)+"ix:succeeded", redis.Z{Score: float64(old + int64(i)*1000), Member: id})
+					pipe.ZAdd(ctx, keyTag(sh)+"ix:"+state, redis.Z{Score: float64(old + int64(i)*1000), Member: id})
 				}
 				if _, err := pipe.Exec(ctx); err != nil {
 					t.Fatal(err)
