@@ -103,7 +103,11 @@ func locateStore(raw string) (storeLocation, error) {
 		if p := q.Get("prefix"); p != "" {
 			loc.prefix = p
 		}
-		q.Del("prefix")
+		// The store's own parameters are storeurl's (it opens the store
+		// once the prefix is known to exist); go-redis refuses them.
+		for _, k := range []string{"prefix", "volatile", "wait", "wait_timeout"} {
+			q.Del(k)
+		}
 		u.RawQuery = q.Encode()
 		opts, err := redis.ParseURL(u.String())
 		if err != nil {

@@ -453,7 +453,12 @@ func redisTarget(t *testing.T) target {
 	const prefix, shards = "reapload", 16
 	rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	t.Cleanup(func() { _ = rc.Close() })
-	s, err := redisstore.New(rc, redisstore.WithPrefix(prefix), redisstore.AllowVolatile(),
+	// Redis removes a terminal record by its TTL one retention after its
+	// last update, and each terminal Update drops two index entries older
+	// than that: a record older than the reap's cut-off exists only when the
+	// store's retention is longer than the reap's, as here (90 days, reap at
+	// 30; the copies get the TTL such a record has left).
+	s, err := redisstore.New(rc, redisstore.WithPrefix(prefix), redisstore.AllowVolatile(), redisstore.WithRetention(90*24*time.Hour),
 		redisstore.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -487,6 +492,9 @@ func redisTarget(t *testing.T) target {
 					f["op"], f["ca"], f["ua"], f["st"] = id, ts, ts, state
 					sh := shardOf(id)
 					pipe.HSet(ctx, keyTag(sh)+"op:"+id, f)
+					if state == "succeeded" {
+						pipe.PExpire(ctx, keyTag(sh)+"op:"+id, 90*24*time.Hour-age)
+					}
 					pipe.ZAdd(ctx, keyTag(sh)+"ix:"+state, redis.Z{Score: float64(old + int64(i)*1000), Member: id})
 				}
 				if _, err := pipe.Exec(ctx); err != nil {
