@@ -37,6 +37,7 @@ const (
 	DefaultReapYield    = 4
 	DefaultReapMinPause = 10 * time.Millisecond
 	DefaultReapMaxPause = 2 * time.Second
+	DefaultReapRetries  = 3
 )
 
 // ReapOptions configures ReapWith.
@@ -66,6 +67,13 @@ type ReapOptions struct {
 	// The cut-off is compared with UpdatedAt, which the store keeps by its
 	// own clock.
 	Now time.Time
+	// Retries is how many times in a row a batch that failed with an error
+	// wrapping ErrUnavailable is tried again, after MaxPause each time: on
+	// SQLite, a reap in its own process can wait past the store's call
+	// timeout for a write lock that busy live writers keep taking (measured
+	// at 16 live callers), and a store can be away for a moment. Any other
+	// error ends the reap at once. 0: DefaultReapRetries; negative: none.
+	Retries int
 	// Progress, if set, is called after each batch (from Reap's goroutine).
 	Progress func(ReapBatch)
 }
@@ -75,6 +83,7 @@ type ReapBatch struct {
 	Removed int           // records the batch removed
 	Took    time.Duration // how long its DeleteExpired call took
 	Pause   time.Duration // the pause that follows it (0 after the last batch)
+	Err     error         // a failure that will be retried after Pause (Removed is then 0)
 }
 
 // reapPause is the wait after a batch that took took: yield × took within
@@ -121,13 +130,17 @@ func (o *ReapOptions) fill() error {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
+	if o.Retries == 0 {
+		o.Retries = DefaultReapRetries
+	}
 	return nil
 }
 
 // ReapWith removes the records of s that are Terminal (succeeded, failed)
 // and were last updated more than o.Retention before o.Now, in batches of at
 // most o.Batch records (each one DeleteExpired call), pausing between
-// batches as o.Yield says, until a batch removes fewer than o.Batch. It
+// batches as o.Yield says, until a batch removes fewer than o.Batch (a
+// batch the store could not do is tried again, o.Retries times). It
 // never removes a pending, unknown or not_executed record: those are
 // unfinished and must be settled first. It returns how many records it
 // removed, also when it stops early with an error (ctx ending during a
@@ -140,7 +153,7 @@ func ReapWith(ctx context.Context, s Store, o ReapOptions) (int, error) {
 		return 0, fmt.Errorf("keystore: reap: %w", err)
 	}
 	before := o.Now.Add(-o.Retention)
-	total := 0
+	total, failed := 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("keystore: reap: %w", err)
@@ -149,18 +162,27 @@ func ReapWith(ctx context.Context, s Store, o ReapOptions) (int, error) {
 		n, err := s.DeleteExpired(ctx, before, o.Batch)
 		took := time.Since(start)
 		total += n
-		if err != nil {
+		var pause time.Duration
+		switch {
+		case err != nil && errors.Is(err, ErrUnavailable) && failed < o.Retries && ctx.Err() == nil:
+			failed++
+			pause = o.MaxPause
+			if o.Progress != nil {
+				o.Progress(ReapBatch{Removed: n, Took: took, Pause: pause, Err: err})
+			}
+		case err != nil:
 			return total, fmt.Errorf("keystore: reap: %w", err)
-		}
-		if n < o.Batch {
+		case n < o.Batch:
 			if o.Progress != nil {
 				o.Progress(ReapBatch{Removed: n, Took: took})
 			}
 			return total, nil
-		}
-		pause := reapPause(took, o.Yield, o.MinPause, o.MaxPause)
-		if o.Progress != nil {
-			o.Progress(ReapBatch{Removed: n, Took: took, Pause: pause})
+		default:
+			failed = 0
+			pause = reapPause(took, o.Yield, o.MinPause, o.MaxPause)
+			if o.Progress != nil {
+				o.Progress(ReapBatch{Removed: n, Took: took, Pause: pause})
+			}
 		}
 		if pause > 0 {
 			t := time.NewTimer(pause)

@@ -631,13 +631,21 @@ func opsReap(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, std
 		return openFailed(stderr, "reap", err)
 	}
 	defer func() { _ = closeStore() }()
-	var batches int
+	var batches, retried int
 	var busy, paused time.Duration
 	start := time.Now()
 	// ReapOptions takes a zero pause for its default: -min-pause 0 means none.
 	n, err := keystore.ReapWith(ctx, store, keystore.ReapOptions{Retention: o.retention, Batch: o.batch, Yield: o.yield,
 		MinPause: max(o.minPause, time.Nanosecond), MaxPause: max(o.maxPause, time.Nanosecond), Now: now,
-		Progress: func(b keystore.ReapBatch) { batches++; busy += b.Took; paused += b.Pause }})
+		Progress: func(b keystore.ReapBatch) {
+			batches++
+			busy += b.Took
+			paused += b.Pause
+			if b.Err != nil {
+				retried++
+				fmt.Fprintf(stderr, "pagpolar ops reap: a batch failed, trying again in %v: %v\n", b.Pause, b.Err)
+			}
+		}})
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar ops reap: removed %d, then: %v\n", n, err)
 		return exitFailed
@@ -645,10 +653,10 @@ func opsReap(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, std
 	wall := time.Since(start)
 	if out.json {
 		return out.encode(map[string]any{"removed": n, "cutoff": cutoff.UTC(), "batches": batches,
-			"seconds": wall.Seconds(), "busy_seconds": busy.Seconds(), "paused_seconds": paused.Seconds()})
+			"seconds": wall.Seconds(), "busy_seconds": busy.Seconds(), "paused_seconds": paused.Seconds(), "retried": retried})
 	}
 	fmt.Fprintf(out.w, "removed %d succeeded or failed record(s) last changed before %s\n", n, cutoff.UTC().Format(time.RFC3339))
-	fmt.Fprintf(out.w, "%d batch(es) in %.1f s: %.1f s deleting, %.1f s paused for live writes\n", batches, wall.Seconds(), busy.Seconds(), paused.Seconds())
+	fmt.Fprintf(out.w, "%d batch(es) in %.1f s: %.1f s deleting, %.1f s paused for live writes; %d retried\n", batches, wall.Seconds(), busy.Seconds(), paused.Seconds(), retried)
 	return exitOK
 }
 
