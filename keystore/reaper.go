@@ -20,7 +20,8 @@ const DefaultRetention = 30 * 24 * time.Hour
 const MinRetention = 7 * 24 * time.Hour
 
 // Reap is ReapWith with the given retention, batch and now, and the
-// default pacing (DefaultReapYield, DefaultReapMinPause, DefaultReapMaxPause).
+// default pacing and retries (DefaultReapYield, DefaultReapMinPause,
+// DefaultReapMaxPause, DefaultReapRetries).
 func Reap(ctx context.Context, s Store, retention time.Duration, batch int, now time.Time) (int, error) {
 	if retention < MinRetention {
 		return 0, fmt.Errorf("keystore: reap: retention %v is shorter than the minimum %v", retention, MinRetention)
@@ -56,9 +57,11 @@ type ReapOptions struct {
 	// time, and a writer that waited behind a batch, in this process or
 	// another one, finds the store free when it retries (SQLite's busy
 	// handler retries after 1, 2, 5, 10 ms... : MinPause must exceed the
-	// retry interval of a writer that waited one batch). 0: DefaultReapYield;
-	// negative: no pause at all (the fastest reap, and the one that stalls
-	// live traffic).
+	// retry interval of a writer that waited one batch). d includes the
+	// batch's own wait for the lock or the server, so the busier the store,
+	// the longer the pauses. 0: DefaultReapYield; negative: no pause at all
+	// (the fastest reap, and the one that stalls live traffic: see
+	// BENCHMARKS.md, "Reap under load").
 	Yield float64
 	// MinPause and MaxPause bound each pause (0: DefaultReapMinPause,
 	// DefaultReapMaxPause).
@@ -83,7 +86,7 @@ type ReapBatch struct {
 	Removed int           // records the batch removed
 	Took    time.Duration // how long its DeleteExpired call took
 	Pause   time.Duration // the pause that follows it (0 after the last batch)
-	Err     error         // a failure that will be retried after Pause (Removed is then 0)
+	Err     error         // a failure that will be retried after Pause (Removed: what the batch removed before it)
 }
 
 // reapPause is the wait after a batch that took took: yield × took within
