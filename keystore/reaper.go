@@ -35,7 +35,7 @@ func Reap(ctx context.Context, s Store, retention time.Duration, batch int, now 
 // The pacing defaults: see ReapOptions.
 const (
 	DefaultReapBatch    = 200
-	DefaultReapYield    = 4
+	DefaultReapYield    = 10
 	DefaultReapMinPause = 10 * time.Millisecond
 	DefaultReapMaxPause = 2 * time.Second
 	DefaultReapRetries  = 3
