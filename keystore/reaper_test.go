@@ -145,7 +145,8 @@ func TestReapErrors(t *testing.T) {
 	if _, err := keystore.Reap(cctx, mem, keystore.DefaultRetention, 10, time.Now()); !errors.Is(err, context.Canceled) {
 		t.Errorf("Reap with a cancelled context: %v, want context.Canceled", err)
 	}
-	if _, err := keystore.Reap(ctx, failing{mem}, keystore.DefaultRetention, 10, time.Now()); !errors.Is(err, keystore.ErrUnavailable) {
+	// (Reap would retry DefaultReapRetries times, MaxPause apart: see TestReapWithRetries.)
+	if _, err := keystore.ReapWith(ctx, failing{mem}, keystore.ReapOptions{Batch: 10, Retries: -1}); !errors.Is(err, keystore.ErrUnavailable) {
 		t.Errorf("Reap on a failing store: %v, want ErrUnavailable", err)
 	}
 }
@@ -154,4 +155,98 @@ type failing struct{ keystore.Store }
 
 func (failing) DeleteExpired(context.Context, time.Time, int) (int, error) {
 	return 0, fmt.Errorf("%w: down", keystore.ErrUnavailable)
+}
+
+// ReapWith waits between batches (at least MinPause: a timer never fires
+// early), reports each batch, and a context that ends during a pause ends
+// the reap with what it removed so far.
+func TestReapWithPauses(t *testing.T) {
+	clock := pagpolartest.NewClock()
+	mem := keystore.NewMemoryWithClock(clock)
+	for i := range 6 {
+		put(t, mem, fmt.Sprintf("s%d", i), keystore.StateSucceeded)
+	}
+	clock.Advance(keystore.DefaultRetention + time.Second)
+	var got []keystore.ReapBatch
+	const floor = 30 * time.Millisecond
+	start := time.Now()
+	n, err := keystore.ReapWith(context.Background(), mem, keystore.ReapOptions{Batch: 2, MinPause: floor, MaxPause: floor,
+		Now: clock.Now(), Progress: func(b keystore.ReapBatch) { got = append(got, b) }})
+	took := time.Since(start)
+	if err != nil || n != 6 {
+		t.Fatalf("ReapWith = %d, %v; want 6, nil", n, err)
+	}
+	// 2, 2, 2, then an empty batch: three pauses, none after the last.
+	if len(got) != 4 || got[3].Removed != 0 || got[3].Pause != 0 {
+		t.Fatalf("batches %+v; want 4, the last empty and without a pause", got)
+	}
+	for _, b := range got[:3] {
+		if b.Removed != 2 || b.Pause != floor {
+			t.Fatalf("batch %+v; want 2 removed and a pause of %v", b, floor)
+		}
+	}
+	if took < 3*floor {
+		t.Fatalf("ReapWith took %v, less than its three pauses of %v", took, floor)
+	}
+
+	for i := range 4 {
+		put(t, mem, fmt.Sprintf("t%d", i), keystore.StateSucceeded)
+	}
+	clock.Advance(keystore.DefaultRetention + time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err = keystore.ReapWith(ctx, mem, keystore.ReapOptions{Batch: 2, MinPause: time.Hour, MaxPause: time.Hour,
+		Now: clock.Now(), Progress: func(keystore.ReapBatch) { cancel() }})
+	if !errors.Is(err, context.Canceled) || n != 2 {
+		t.Fatalf("ReapWith cancelled during its pause = %d, %v; want 2, context.Canceled", n, err)
+	}
+}
+
+// flaky fails its first fails DeleteExpired calls with ErrUnavailable (or
+// with other, when set).
+type flaky struct {
+	keystore.Store
+	fails int
+	other error
+	calls int
+}
+
+func (f *flaky) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		if f.other != nil {
+			return 0, f.other
+		}
+		return 0, fmt.Errorf("%w: locked", keystore.ErrUnavailable)
+	}
+	return f.Store.DeleteExpired(ctx, before, limit)
+}
+
+// A batch the store could not do (ErrUnavailable) is tried again after
+// MaxPause, Retries times in a row; then, or on any other error, the reap
+// ends with it.
+func TestReapWithRetries(t *testing.T) {
+	clock := pagpolartest.NewClock()
+	mem := keystore.NewMemoryWithClock(clock)
+	for i := range 3 {
+		put(t, mem, fmt.Sprintf("s%d", i), keystore.StateSucceeded)
+	}
+	clock.Advance(keystore.DefaultRetention + time.Second)
+	o := func(retries int) keystore.ReapOptions {
+		return keystore.ReapOptions{Batch: 10, MinPause: time.Millisecond, MaxPause: time.Millisecond, Retries: retries, Now: clock.Now()}
+	}
+	ctx := context.Background()
+	if n, err := keystore.ReapWith(ctx, &flaky{Store: mem, fails: 4}, o(3)); !errors.Is(err, keystore.ErrUnavailable) || n != 0 {
+		t.Fatalf("4 failures with 3 retries = %d, %v; want 0, ErrUnavailable", n, err)
+	}
+	if n, err := keystore.ReapWith(ctx, &flaky{Store: mem, fails: 2, other: errors.New("syntax")}, o(3)); err == nil || errors.Is(err, keystore.ErrUnavailable) || n != 0 {
+		t.Fatalf("another error = %d, %v; want it at once", n, err)
+	}
+	f := &flaky{Store: mem, fails: 3}
+	if n, err := keystore.ReapWith(ctx, f, o(-1)); err == nil || f.calls != 1 {
+		t.Fatalf("no retries = %d, %v after %d calls; want the error after 1", n, err, f.calls)
+	}
+	f = &flaky{Store: mem, fails: 2}
+	if n, err := keystore.ReapWith(ctx, f, o(2)); err != nil || n != 3 || f.calls != 3 {
+		t.Fatalf("2 failures, 2 retries = %d, %v after %d calls; want 3, nil after 3", n, err, f.calls)
+	}
 }

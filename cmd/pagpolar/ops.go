@@ -117,6 +117,9 @@ type opsFlags struct {
 	wait      time.Duration
 	retention time.Duration
 	batch     int
+	yield     float64
+	minPause  time.Duration
+	maxPause  time.Duration
 	accept    string
 	force     bool
 }
@@ -191,7 +194,10 @@ var opsCommands = []opsCommand{
 		flags: func(fs *flag.FlagSet, o *opsFlags) {
 			storeFlag(fs, o)
 			fs.DurationVar(&o.retention, "retention", keystore.DefaultRetention, "keep settled records this long (at least "+keystore.MinRetention.String()+")")
-			fs.IntVar(&o.batch, "batch", 500, "records deleted per batch")
+			fs.IntVar(&o.batch, "batch", keystore.DefaultReapBatch, "records deleted per batch (one short transaction each)")
+			fs.Float64Var(&o.yield, "yield", keystore.DefaultReapYield, "after each batch, pause this many times as long as the batch took, so live writes keep the store (negative: no pause)")
+			fs.DurationVar(&o.minPause, "min-pause", keystore.DefaultReapMinPause, "shortest pause between batches")
+			fs.DurationVar(&o.maxPause, "max-pause", keystore.DefaultReapMaxPause, "longest pause between batches")
 			fs.BoolVar(&o.dryRun, "dry-run", false, "list what reap would delete, up to -limit; delete nothing")
 			fs.IntVar(&o.limit, "limit", defaultListMax, "records listed by -dry-run")
 		},
@@ -597,6 +603,9 @@ func opsReap(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, std
 	case o.batch <= 0 || o.limit <= 0:
 		fmt.Fprintln(stderr, "pagpolar ops reap: -batch and -limit must be positive")
 		return exitUsage
+	case o.minPause < 0 || o.maxPause < o.minPause:
+		fmt.Fprintf(stderr, "pagpolar ops reap: -min-pause %v, -max-pause %v: want 0 <= min <= max\n", o.minPause, o.maxPause)
+		return exitUsage
 	}
 	now := time.Now()
 	cutoff := now.Add(-o.retention)
@@ -622,15 +631,32 @@ func opsReap(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, std
 		return openFailed(stderr, "reap", err)
 	}
 	defer func() { _ = closeStore() }()
-	n, err := keystore.Reap(ctx, store, o.retention, o.batch, now)
+	var batches, retried int
+	var busy, paused time.Duration
+	start := time.Now()
+	// ReapOptions takes a zero pause for its default: -min-pause 0 means none.
+	n, err := keystore.ReapWith(ctx, store, keystore.ReapOptions{Retention: o.retention, Batch: o.batch, Yield: o.yield,
+		MinPause: max(o.minPause, time.Nanosecond), MaxPause: max(o.maxPause, time.Nanosecond), Now: now,
+		Progress: func(b keystore.ReapBatch) {
+			batches++
+			busy += b.Took
+			paused += b.Pause
+			if b.Err != nil {
+				retried++
+				fmt.Fprintf(stderr, "pagpolar ops reap: a batch failed, trying again in %v: %v\n", b.Pause, b.Err)
+			}
+		}})
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar ops reap: removed %d, then: %v\n", n, err)
 		return exitFailed
 	}
+	wall := time.Since(start)
 	if out.json {
-		return out.encode(map[string]any{"removed": n, "cutoff": cutoff.UTC()})
+		return out.encode(map[string]any{"removed": n, "cutoff": cutoff.UTC(), "batches": batches,
+			"seconds": wall.Seconds(), "busy_seconds": busy.Seconds(), "paused_seconds": paused.Seconds(), "retried": retried})
 	}
 	fmt.Fprintf(out.w, "removed %d succeeded or failed record(s) last changed before %s\n", n, cutoff.UTC().Format(time.RFC3339))
+	fmt.Fprintf(out.w, "%d batch(es) in %.1f s: %.1f s deleting, %.1f s paused for live writes; %d retried\n", batches, wall.Seconds(), busy.Seconds(), paused.Seconds(), retried)
 	return exitOK
 }
 

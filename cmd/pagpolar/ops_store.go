@@ -103,7 +103,11 @@ func locateStore(raw string) (storeLocation, error) {
 		if p := q.Get("prefix"); p != "" {
 			loc.prefix = p
 		}
-		q.Del("prefix")
+		// The store's own parameters are storeurl's (it opens the store
+		// once the prefix is known to exist); go-redis refuses them.
+		for _, k := range []string{"prefix", "volatile", "wait", "wait_timeout"} {
+			q.Del(k)
+		}
 		u.RawQuery = q.Encode()
 		opts, err := redis.ParseURL(u.String())
 		if err != nil {
@@ -157,14 +161,20 @@ func (loc storeLocation) exists(ctx context.Context) error {
 	case "redis":
 		c := redis.NewClient(loc.redis)
 		defer c.Close()
-		n, err := c.Exists(ctx, loc.prefix+":meta").Result()
-		if err != nil {
-			return fmt.Errorf("%s: %w: %w", loc.name, keystore.ErrUnavailable, err)
+		// A prefix written by redisstore.New has shard 0's marker (layout
+		// 2: <prefix>:{<prefix>:0}:mark; layout 1: <prefix>:{0}:mark) and,
+		// for layout 1, <prefix>:meta. One key at a time: they live in
+		// different Cluster slots.
+		for _, k := range []string{loc.prefix + ":{" + loc.prefix + ":0}:mark", loc.prefix + ":meta", loc.prefix + ":{0}:mark"} {
+			n, err := c.Exists(ctx, k).Result()
+			if err != nil {
+				return fmt.Errorf("%s: %w: %w", loc.name, keystore.ErrUnavailable, err)
+			}
+			if n > 0 {
+				return nil
+			}
 		}
-		if n == 0 {
-			return noStore("%s has no key %s:meta: nothing was ever stored under the prefix %q (another database number, or ?prefix= names another)", loc.name, loc.prefix, loc.prefix)
-		}
-		return nil
+		return noStore("%s has no key %s:{%s:0}:mark or %s:meta: nothing was ever stored under the prefix %q (another database number, or ?prefix= names another)", loc.name, loc.prefix, loc.prefix, loc.prefix, loc.prefix)
 	}
 	return fmt.Errorf("%w: %s", errBadStoreURL, loc.name)
 }

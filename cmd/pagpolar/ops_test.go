@@ -7,6 +7,8 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/keystore/redisstore"
 	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 	"github.com/redis/go-redis/v9"
@@ -541,7 +544,7 @@ func TestOpsReadOnlyRedis(t *testing.T) {
 	if strings.Contains(raw, "?") {
 		sep = "&"
 	}
-	if _, errs, code := ops(t, "list", "-store", raw+sep+"prefix="+prefix); code != 2 || !strings.Contains(errs, prefix+":meta") {
+	if _, errs, code := ops(t, "list", "-store", raw+sep+"prefix="+prefix); code != 2 || !strings.Contains(errs, prefix+":{"+prefix+":0}:mark") {
 		t.Fatalf("list under an empty prefix: code %d %q", code, errs)
 	}
 	opt, err := redis.ParseURL(raw)
@@ -553,6 +556,25 @@ func TestOpsReadOnlyRedis(t *testing.T) {
 	keys, err := c.Keys(context.Background(), prefix+"*").Result()
 	if err != nil || len(keys) != 0 {
 		t.Fatalf("list wrote %v (%v)", keys, err)
+	}
+
+	// A prefix the SDK wrote (layout 2: no <prefix>:meta, shard markers
+	// only) is a store: list reads it and reap removes from it (with the
+	// store's own volatile=1: this Redis keeps nothing on disk).
+	t.Cleanup(func() {
+		if keys, err := c.Keys(context.Background(), prefix+"*").Result(); err == nil && len(keys) > 0 {
+			c.Del(context.Background(), keys...)
+		}
+	})
+	if _, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.AllowVolatile(),
+		redisstore.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := ops(t, "list", "-store", raw+sep+"prefix="+prefix+"&volatile=1"); code != 0 || !strings.Contains(out, "0 operation(s)") {
+		t.Fatalf("list under a prefix the SDK wrote: code %d %s%s", code, out, errs)
+	}
+	if out, errs, code := ops(t, "reap", "-store", raw+sep+"prefix="+prefix+"&volatile=1"); code != 0 || !strings.Contains(out, "removed 0 ") {
+		t.Fatalf("reap under a prefix the SDK wrote: code %d %s%s", code, out, errs)
 	}
 }
 

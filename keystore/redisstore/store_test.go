@@ -410,3 +410,39 @@ func TestListSkipsRecordsChangedMeanwhile(t *testing.T) {
 		t.Fatalf("List(unknown) = %d records, %v; want 1", len(got), err)
 	}
 }
+
+// DeleteExpired removes in scripts of at most deleteChunk records, and a
+// call still removes exactly its limit when a shard holds more: across
+// chunk boundaries within one shard, and leaving the unfinished records.
+func TestDeleteExpiredInChunks(t *testing.T) {
+	s, c := newTestStore(t, WithShards(1))
+	ctx := context.Background()
+	const settled = 3*deleteChunk + 5
+	for i := range settled {
+		rec, err := s.Create(ctx, keystore.Record{OperationID: fmt.Sprintf("done-%d", i)}, "w", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.State = keystore.StateSucceeded
+		if _, err := s.Update(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(ctx, keystore.Record{OperationID: "open"}, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	first := deleteChunk + deleteChunk/2
+	if n, err := s.DeleteExpired(ctx, later, first); err != nil || n != first {
+		t.Fatalf("DeleteExpired(limit %d) = %d, %v", first, n, err)
+	}
+	if n, err := s.DeleteExpired(ctx, later, 1000); err != nil || n != settled-first {
+		t.Fatalf("DeleteExpired of the rest = %d, %v; want %d", n, err, settled-first)
+	}
+	if n := c.ZCard(ctx, s.indexKey(0, keystore.StateSucceeded)).Val(); n != 0 {
+		t.Fatalf("%d succeeded index entries left", n)
+	}
+	if _, err := s.Get(ctx, "open"); err != nil {
+		t.Fatalf("the pending record: %v", err)
+	}
+}

@@ -153,4 +153,9 @@
 // restarting the process.
 //
 // Retention is not the Store's business: run keystore.Reap periodically.
+// On SQLite each DeleteExpired call is one write transaction, and every
+// other writer of the file, in this process or another, waits for it (the
+// busy handler, up to the busy timeout): keystore.Reap keeps those short
+// (200 records) and pauses after each, so that live writes get the lock
+// between batches.
 package sqlstore
