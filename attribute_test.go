@@ -1,6 +1,7 @@
 package pagpolar
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +195,8 @@ func TestServerClock(t *testing.T) {
 	}
 	for i, skew := range []time.Duration{0, time.Second, 10 * time.Minute} { // one answer from a gateway far ahead
 		h := map[string][]string{"Date": {now.Add(skew).Format("Mon, 02 Jan 2006 15:04:05 GMT")}}
-		sc.observe(h, now.Add(time.Duration(i)*time.Millisecond))
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		sc.observe(h, at, at, 2*time.Second)
 	}
 	f, ok := sc.floor(now.Add(time.Second))
 	if !ok || f.After(now.Add(2*time.Second)) {
@@ -203,14 +205,69 @@ func TestServerClock(t *testing.T) {
 	if sc.usable() {
 		t.Fatal("usable before any validation")
 	}
-	sc.check(now.Add(5*time.Second), time.Millisecond, now, 2*time.Second)
+	sc.check(now.Add(5*time.Second), time.Millisecond, now, time.Time{}, 2*time.Second)
 	if !sc.usable() {
 		t.Fatal("a consistent own effect must validate the bound")
 	}
-	if !sc.check(now.Add(-3*time.Second), time.Millisecond, now, 2*time.Second) || sc.usable() {
+	if !sc.check(now.Add(-3*time.Second), time.Millisecond, now, time.Time{}, 2*time.Second) || sc.usable() {
 		t.Fatal("an own effect the rule would exclude must switch the bound off")
 	}
 	if _, ok := sc.floor(now); ok {
 		t.Fatal("a switched-off bound must not be used")
+	}
+}
+
+// The upper bound: a Date past what earlier answers allow withdraws the
+// validation; a creation time past the moment its answer was read switches
+// the estimator off.
+func TestServerClockCeiling(t *testing.T) {
+	date := func(d time.Time) http.Header { return http.Header{"Date": {d.UTC().Format(http.TimeFormat)}} }
+	steps := []struct {
+		name string
+		d, c time.Time
+		tol  time.Duration
+		want bool
+	}{
+		{"same second", t0, t0.Add(time.Second), 2 * time.Second, false},
+		{"within tolerance", t0.Add(3 * time.Second), t0.Add(time.Second), 2 * time.Second, false},
+		{"an hour ahead", t0.Add(time.Hour), t0.Add(time.Second), 2 * time.Second, true},
+		{"just past tolerance", t0.Add(3*time.Second + time.Millisecond), t0.Add(time.Second), 2 * time.Second, true},
+		{"behind", t0.Add(-time.Hour), t0.Add(time.Second), 0, false},
+	}
+	for _, s := range steps {
+		if got := stepped(s.d, s.c, s.tol); got != s.want {
+			t.Errorf("stepped %s: %v, want %v", s.name, got, s.want)
+		}
+	}
+
+	var sc serverClock
+	sent := t0
+	sc.observe(date(t0), sent, sent.Add(100*time.Millisecond), 2*time.Second)
+	c, ok := sc.ceiling(sent.Add(time.Minute))
+	if !ok || c.Before(t0.Add(time.Minute)) || c.After(t0.Add(time.Minute+2*time.Second)) {
+		t.Fatalf("ceiling a minute on: %v (%v)", c, ok)
+	}
+	sc.check(t0.Add(time.Second), time.Millisecond, t0, time.Time{}, 2*time.Second)
+	if !sc.usable() {
+		t.Fatal("setup: not validated")
+	}
+	later := sent.Add(30 * time.Second)
+	sc.observe(date(t0.Add(30*time.Second)), later, later.Add(10*time.Millisecond), 2*time.Second)
+	if !sc.usable() {
+		t.Fatal("a Date consistent with the earlier ones withdrew the validation")
+	}
+	sc.observe(date(t0.Add(time.Hour)), later, later.Add(10*time.Millisecond), 2*time.Second)
+	if sc.usable() {
+		t.Fatal("a Date an hour past the earlier answers' bound kept the view validated")
+	}
+
+	var ahead serverClock
+	ahead.observe(date(t0), t0, t0.Add(50*time.Millisecond), 2*time.Second)
+	ceil, _ := ahead.ceiling(t0.Add(50 * time.Millisecond))
+	if ahead.check(t0.Add(500*time.Millisecond), time.Millisecond, t0, ceil, 2*time.Second) || !ahead.usable() {
+		t.Fatal("a creation time before its answer was read must validate")
+	}
+	if !ahead.check(t0.Add(3*time.Hour), time.Millisecond, t0, ceil, 2*time.Second) || ahead.usable() {
+		t.Fatal("a creation time hours after its answer was read must switch the bound off")
 	}
 }

@@ -399,6 +399,7 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	if key != "" {
 		req.Header.Set(wire.HeaderIdempotencyKey, key)
 	}
+	sentAt := c.clock.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// A dial failure means nothing was written whatever the trace says.
@@ -428,7 +429,7 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	if r.status >= 200 && r.status < 300 || r.apiOwn {
 		// Only the API's own answers measure its clock: a gateway's page may
 		// carry the gateway's.
-		c.srvClock.observe(resp.Header, c.clock.Now())
+		c.srvClock.observe(resp.Header, sentAt, c.clock.Now(), c.policy.ServerClockTolerance)
 	}
 	return r, nil
 }
