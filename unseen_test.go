@@ -8,12 +8,25 @@
 package pagpolar
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"log"
+	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
@@ -103,4 +116,474 @@ func TestUnseen_CreatedAtAheadOfDate(t *testing.T) {
 		t.Errorf("FAILED FROM A GUESS: try 2 reported declined (%v), but it was never processed: the decline is try 1's", err)
 	}
 	report(t, f, c, "order-ahead-try-2", id, err)
+}
+
+// unseenRewrite edits one answer of the fake: its status and headers in
+// resp (modifiable), its body returned.
+type unseenRewrite func(req *http.Request, resp *http.Response, body []byte) []byte
+
+// unseenProxy is advProxy with the status modifiable too.
+func unseenProxy(t *testing.T, f *fixture, rw unseenRewrite) string {
+	t.Helper()
+	u, _ := url.Parse(f.srv.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		b = rw(resp.Request, resp, b)
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	ps := httptest.NewServer(rp)
+	t.Cleanup(ps.Close)
+	return ps.URL
+}
+
+func isPost(r *http.Request, suffix string) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, suffix)
+}
+
+// listItems returns the items of the fake's {"data": [...]} list answer.
+func listItems(body []byte) ([]json.RawMessage, bool) {
+	var l struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(body, &l) != nil || l.Data == nil {
+		return nil, false
+	}
+	return l.Data, true
+}
+
+// onSales rewrites the sale list answers (GET /sales) with fn.
+func onSales(fn func(items []json.RawMessage, resp *http.Response) []byte) unseenRewrite {
+	return func(req *http.Request, resp *http.Response, body []byte) []byte {
+		if !isGet(req, "/sales") || resp.StatusCode != 200 {
+			return body
+		}
+		items, ok := listItems(body)
+		if !ok {
+			return body
+		}
+		return fn(items, resp)
+	}
+}
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// editSales applies fn to every sale object of POST /payments/pix answers
+// and of GET /sales lists.
+func editSales(fn func(m map[string]any)) unseenRewrite {
+	return func(req *http.Request, resp *http.Response, body []byte) []byte {
+		if isPost(req, "/payments/pix") && resp.StatusCode < 300 || isGet(req, "/sales") && resp.StatusCode == 200 {
+			return editObjects(body, fn)
+		}
+		return body
+	}
+}
+
+// onPixAnswer rewrites the 2xx answers of POST /payments/pix.
+func onPixAnswer(fn func(resp *http.Response, body []byte) []byte) unseenRewrite {
+	return func(req *http.Request, resp *http.Response, body []byte) []byte {
+		if !isPost(req, "/payments/pix") || resp.StatusCode >= 300 {
+			return body
+		}
+		return fn(resp, body)
+	}
+}
+
+func chain(rws ...unseenRewrite) unseenRewrite {
+	return func(req *http.Request, resp *http.Response, body []byte) []byte {
+		for _, rw := range rws {
+			body = rw(req, resp, body)
+		}
+		return body
+	}
+}
+
+// Shapes of answers nobody documented, each driven through a PIX charge,
+// cold (a pre-send snapshot) and warm (none), with no fault (the 2xx is
+// checked) and with faults that commit, release the key and lose the
+// answer (so any resend on a guess creates a second sale).
+func TestUnseen_Shapes(t *testing.T) {
+	cases := []struct {
+		name string
+		rw   unseenRewrite
+	}{
+		// 2xx answers to the charge.
+		{"202-processing", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			resp.StatusCode = http.StatusAccepted
+			return editObjects(b, func(m map[string]any) { m["status"] = "processing" })
+		})},
+		{"200-empty-object", onPixAnswer(func(resp *http.Response, b []byte) []byte { resp.StatusCode = 200; return []byte("{}") })},
+		{"204-no-content", onPixAnswer(func(resp *http.Response, b []byte) []byte { resp.StatusCode = 204; return nil })},
+		{"201-location-only", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			var s struct{ Identifier string }
+			_ = json.Unmarshal(b, &s)
+			resp.Header.Set("Location", "/sales/"+s.Identifier)
+			return nil
+		})},
+		{"200-html", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			resp.StatusCode = 200
+			resp.Header.Set("Content-Type", "text/html")
+			return []byte("<html><body>OK</body></html>")
+		})},
+		{"wrapped-in-data", onPixAnswer(func(resp *http.Response, b []byte) []byte { return mustMarshal(map[string]json.RawMessage{"data": b}) })},
+		{"303-after-commit", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			resp.StatusCode = http.StatusSeeOther
+			resp.Header.Set("Location", "/sales?external_reference=x")
+			return nil
+		})},
+		{"huge-answer", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			return editObjects(b, func(m map[string]any) { m["receipt_pdf"] = strings.Repeat("A", 5<<20) })
+		})},
+		// Statuses in another language or case, in the answer and the lists.
+		{"status-PAGO", editSales(func(m map[string]any) { m["status"] = "PAGO" })},
+		{"status-pendente", editSales(func(m map[string]any) { m["status"] = "pendente" })},
+		{"status-Aprovado", editSales(func(m map[string]any) { m["status"] = "Aprovado" })},
+		{"status-SUCCEEDED", editSales(func(m map[string]any) { m["status"] = "SUCCEEDED" })},
+		// Times and identifiers in other forms.
+		{"created-epoch-millis", editSales(func(m map[string]any) {
+			if s, ok := m["created_at"].(string); ok {
+				if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+					m["created_at"] = ts.UnixMilli()
+				}
+			}
+		})},
+		{"created-without-zone", editSales(func(m map[string]any) {
+			if s, ok := m["created_at"].(string); ok {
+				if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+					m["created_at"] = ts.Format("2006-01-02 15:04:05")
+				}
+			}
+		})},
+		{"amount-object", editSales(func(m map[string]any) { m["amount"] = map[string]any{"value": m["amount"], "currency": "BRL"} })},
+		// Lists wrapped or paged otherwise.
+		{"list-data-items", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": map[string]any{"items": items}})
+		})},
+		{"list-bare-array", onSales(func(items []json.RawMessage, _ *http.Response) []byte { return mustMarshal(items) })},
+		{"list-has-more-no-cursor", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"results": items, "next": nil, "has_more": true})
+		})},
+		{"list-total-mismatch", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": items, "total": len(items) + 1})
+		})},
+		{"list-filter-ignored", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			other := json.RawMessage(`{"identifier":"sale_other","status":"paid","external_reference":"someone-else","payment_method":"pix","amount":4990,"offer_identifier":"offer-basic","created_at":"2020-01-01T00:00:00Z"}`)
+			return mustMarshal(map[string]any{"data": append([]json.RawMessage{other}, items...)})
+		})},
+		{"list-404-when-empty", onSales(func(items []json.RawMessage, resp *http.Response) []byte {
+			if len(items) > 0 {
+				return mustMarshal(map[string]any{"data": items})
+			}
+			resp.StatusCode = http.StatusNotFound
+			return []byte(`{"code":"not_found","message":"Nenhuma venda encontrada"}`)
+		})},
+		{"list-null-when-empty", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			if len(items) > 0 {
+				return mustMarshal(map[string]any{"data": items})
+			}
+			return []byte(`{"data":null}`)
+		})},
+		{"list-next-repeats-page", onSales(func(items []json.RawMessage, resp *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": items, "links": map[string]any{"next": "/v1/sales?external_reference=x&page=2"}})
+		})},
+		{"list-huge", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": items, "debug": strings.Repeat("x", 5<<20)})
+		})},
+	}
+	faults := []struct {
+		name  string
+		fault *pagpolartest.Fault
+	}{
+		{"none", nil},
+		{"CommitDropRelease", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitDropRelease, Times: 1}},
+		{"Gateway504AfterCommit", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultGatewayAfterCommit, Status: 504, Times: 1}},
+		{"CommitThen500", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1}},
+	}
+	for _, tc := range cases {
+		for _, fc := range faults {
+			for _, warm := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/warm=%v", tc.name, fc.name, warm), func(t *testing.T) {
+					t.Parallel()
+					f := newFixture(t, nil)
+					c := unseenClient(t, f, unseenProxy(t, f, tc.rw))
+					if warm {
+						warmClock(f, c)
+					}
+					if fc.fault != nil {
+						f.srv.Inject(*fc.fault)
+					}
+					ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-unseen", Customer: goodCustomer})
+					id := ""
+					if err == nil {
+						id = ch.Sale.ID
+					}
+					report(t, f, c, "pix:order-unseen", id, err)
+				})
+			}
+		}
+	}
+}
+
+// A server that answers a finished key's repeat with a 4xx instead of the
+// documented replay ("Idempotency-Key já utilizada"). Host A charged the
+// operation; host B, with a store of its own, derives the same key and
+// sends it: its effect exists (A's), so B must not report the operation
+// failed or not executed.
+func TestUnseen_KeyReuseAnswered4xx(t *testing.T) {
+	answers := []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"422-own-code", 422, `{"code":"unprocessable_entity","message":"Idempotency-Key já utilizada"}`},
+		{"400-own-code", 400, `{"code":"validation_error","message":"Idempotency-Key already used"}`},
+		{"400-other-code", 400, `{"code":"idempotency_key_reused","message":"Idempotency key reused"}`},
+		{"409-other-message", 409, `{"error":{"message":"Idempotency key already used"}}`},
+	}
+	for _, a := range answers {
+		for _, warm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/warm=%v", a.name, warm), func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t, nil)
+				p := PixParams{OfferID: "offer-basic", ExternalReference: "order-two-hosts", Customer: goodCustomer}
+				if _, err := f.c.Payments.Pix(f.ctx, p); err != nil {
+					t.Fatalf("host A: %v", err)
+				}
+				f.srv.Clock.Advance(5 * time.Second)
+				base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+					if resp.Header.Get("Idempotency-Replayed") != "true" {
+						return body
+					}
+					resp.Header.Del("Idempotency-Replayed")
+					resp.StatusCode = a.status
+					resp.Header.Set("Content-Type", "application/json")
+					return []byte(a.body)
+				})
+				b := f.client(t, WithBaseURL(base)) // its own store
+				if warm {
+					warmClock(f, b)
+				}
+				ch, err := b.Payments.Pix(f.ctx, p)
+				id := ""
+				if err == nil {
+					id = ch.Sale.ID
+				}
+				for _, pr := range ledgerCheckStore(f, b, "pix:order-two-hosts", id, err) {
+					t.Error(pr)
+				}
+				t.Logf("host B: id=%q err=%v; POSTs %d", id, err, f.posts("pix"))
+			})
+		}
+	}
+}
+
+// ledgerCheckStore is ledgerCheck for a client with a store of its own.
+func ledgerCheckStore(f *fixture, c *Client, opID, id string, err error) []string {
+	g := *f
+	if m, ok := c.Store().(*keystore.Memory); ok {
+		g.store = m
+	}
+	return ledgerCheck(&g, c, opID, id, err)
+}
+
+// An API that sends no Date header, and an operation sent by two hosts
+// with stores of their own (one key, derived). A's request commits and
+// stays in processing; B's snapshot already lists A's sale, B's send gets
+// the documented 409, and A's request then ends in a 500 that releases the
+// key. Without a clock reference for the 409, B must still not take the
+// snapshot as proof that A's sale is another operation's: a trusted
+// not-found would resend the released key and charge twice.
+func TestUnseen_SharedKeyWithoutDate(t *testing.T) {
+	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithShapes(pagpolartest.ShapeNoDate)})
+	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-nodate", Customer: goodCustomer}
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500After, Delay: 150 * time.Millisecond, Times: 1})
+	type out struct {
+		id  string
+		err error
+	}
+	aDone := make(chan out, 1)
+	go func() {
+		ch, err := f.c.Payments.Pix(f.ctx, p)
+		if err != nil {
+			aDone <- out{"", err}
+			return
+		}
+		aDone <- out{ch.Sale.ID, nil}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.successful("sale") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("host A's sale never committed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b := f.client(t) // its own store, cold
+	ch, err := b.Payments.Pix(f.ctx, p)
+	bID := ""
+	if err == nil {
+		bID = ch.Sale.ID
+	}
+	a := <-aDone
+	t.Logf("host A: %q %v; host B: %q %v; POSTs %d", a.id, a.err, bID, err, f.posts("pix"))
+	if n := f.successful("sale"); n != 1 {
+		t.Errorf("DOUBLE: %d sales for one operation", n)
+	}
+	for _, pr := range ledgerCheckStore(f, b, "pix:order-nodate", bID, err) {
+		t.Error("host B: " + pr)
+	}
+}
+
+// Answers cut or encoded in ways a real network produces, to a charge the
+// fake committed: the SDK must settle by lookup (one sale), never resend on
+// a guess, never report failure.
+func TestUnseen_TransportShapes(t *testing.T) {
+	cases := []struct {
+		name  string
+		serve func(w http.ResponseWriter, status int, h http.Header, body []byte)
+	}{
+		{"half-body-content-length", func(w http.ResponseWriter, status int, h http.Header, body []byte) {
+			maps.Copy(w.Header(), h)
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(status)
+			_, _ = w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}},
+		{"half-body-chunked", func(w http.ResponseWriter, status int, h http.Header, body []byte) {
+			maps.Copy(w.Header(), h)
+			w.Header().Del("Content-Length")
+			w.WriteHeader(status)
+			_, _ = w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}},
+		{"headers-then-reset", func(w http.ResponseWriter, status int, h http.Header, body []byte) {
+			maps.Copy(w.Header(), h)
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(status)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}},
+		{"close-delimited-half-body", func(w http.ResponseWriter, status int, h http.Header, body []byte) {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nDate: %s\r\nConnection: close\r\n\r\n", status, http.StatusText(status), h.Get("Date"))
+			_, _ = conn.Write(body[:len(body)/2])
+		}},
+		{"gzip-body", func(w http.ResponseWriter, status int, h http.Header, body []byte) {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			_, _ = zw.Write(body)
+			_ = zw.Close()
+			maps.Copy(w.Header(), h)
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+			w.WriteHeader(status)
+			_, _ = w.Write(buf.Bytes())
+		}},
+		{"brotli-labelled-garbage", func(w http.ResponseWriter, status int, h http.Header, body []byte) {
+			maps.Copy(w.Header(), h)
+			w.Header().Set("Content-Encoding", "br")
+			w.Header().Set("Content-Length", "16")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte("\x1b\x0f\x00\xf8\xa5\x40\x62\x8c\x2d\x9b\x00\x01\x02\x03\x04\x05"))
+		}},
+	}
+	faults := []struct {
+		name  string
+		fault *pagpolartest.Fault
+	}{
+		{"201", nil},
+		{"CommitThen500", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1}},
+	}
+	for _, tc := range cases {
+		for _, fc := range faults {
+			t.Run(tc.name+"/"+fc.name, func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t, nil)
+				u, _ := url.Parse(f.srv.URL)
+				rp := httputil.NewSingleHostReverseProxy(u)
+				rp.ErrorLog = log.New(io.Discard, "", 0)
+				gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if !isPost(r, "/payments/pix") {
+						rp.ServeHTTP(w, r)
+						return
+					}
+					body, _ := io.ReadAll(r.Body)
+					out, _ := http.NewRequest(http.MethodPost, f.srv.URL+r.URL.Path, bytes.NewReader(body))
+					out.Header = r.Header.Clone()
+					out.Header.Del("Accept-Encoding")
+					resp, err := http.DefaultTransport.RoundTrip(out)
+					if err != nil {
+						panic(http.ErrAbortHandler)
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					tc.serve(w, resp.StatusCode, resp.Header, b)
+				}))
+				gw.Config.ErrorLog = log.New(io.Discard, "", 0)
+				t.Cleanup(gw.Close)
+				c := unseenClient(t, f, gw.URL)
+				if fc.fault != nil {
+					f.srv.Inject(*fc.fault)
+				}
+				ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-wire", Customer: goodCustomer})
+				id := ""
+				if err == nil {
+					id = ch.Sale.ID
+				}
+				report(t, f, c, "pix:order-wire", id, err)
+			})
+		}
+	}
+}
+
+// Retry-After in forms a server or gateway may send on a 429: negative,
+// huge, an HTTP date long past or far ahead, garbage. The charge must go
+// through once, within the policy's bounds.
+func TestUnseen_RetryAfterForms(t *testing.T) {
+	for _, ra := range []string{"-5", "99999999999", "Wed, 21 Oct 2015 07:28:00 GMT", "Fri, 01 Jan 2100 00:00:00 GMT", "soon", "1.5"} {
+		t.Run(ra, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+				if resp.StatusCode == http.StatusTooManyRequests {
+					resp.Header.Set("Retry-After", ra)
+				}
+				return body
+			})
+			c := unseenClient(t, f, base)
+			f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultRateLimit, Times: 2})
+			start := time.Now()
+			ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-ra", Customer: goodCustomer})
+			id := ""
+			if err == nil {
+				id = ch.Sale.ID
+			}
+			if err != nil {
+				t.Errorf("not charged after two 429s: %v", err)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("took %s: Retry-After %q was not clamped", d, ra)
+			}
+			report(t, f, c, "pix:order-ra", id, err)
+		})
+	}
 }
