@@ -410,7 +410,7 @@ func ledgerCheckStore(f *fixture, c *Client, opID, id string, err error) []strin
 func TestUnseen_SharedKeyWithoutDate(t *testing.T) {
 	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithShapes(pagpolartest.ShapeNoDate)})
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-nodate", Customer: goodCustomer}
-	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500After, Delay: 150 * time.Millisecond, Times: 1})
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500After, Delay: 250 * time.Millisecond, Times: 1})
 	type out struct {
 		id  string
 		err error
@@ -439,6 +439,13 @@ func TestUnseen_SharedKeyWithoutDate(t *testing.T) {
 	}
 	a := <-aDone
 	t.Logf("host A: %q %v; host B: %q %v; POSTs %d", a.id, a.err, bID, err, f.posts("pix"))
+	saw409 := false
+	for _, r := range f.srv.Ledger().Requests {
+		saw409 = saw409 || r.Method == http.MethodPost && r.Status == http.StatusConflict
+	}
+	if !saw409 {
+		t.Fatal("setup: host B's send was not answered 409 (it came after host A's request ended)")
+	}
 	if n := f.successful("sale"); n != 1 {
 		t.Errorf("DOUBLE: %d sales for one operation", n)
 	}
@@ -586,4 +593,34 @@ func TestUnseen_RetryAfterForms(t *testing.T) {
 			report(t, f, c, "pix:order-ra", id, err)
 		})
 	}
+}
+
+// A refund object whose "amount" is the refunded sale's amount, the
+// refund's own under another name ({"amount": 9990, "refund_amount":
+// 1500}). The first answer is lost after the refund was made; the lookup
+// lists it. Its "amount" is no proof that it is another refund: the SDK
+// never saw this API echo a refund's amount.
+func TestUnseen_RefundAmountIsTheSales(t *testing.T) {
+	f := newFixture(t, nil)
+	sale, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "order-rf-amount", Customer: goodCustomer, CardToken: "tok_ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saleAmount := sale.Sale.Amount
+	base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+		if !strings.HasSuffix(req.URL.Path, "/refunds") || resp.StatusCode >= 300 {
+			return body
+		}
+		return editObjects(body, func(m map[string]any) {
+			m["refund_amount"], m["amount"] = m["amount"], saleAmount
+		})
+	})
+	c := unseenClient(t, f, base)
+	f.srv.Inject(pagpolartest.Fault{Route: "refund", Action: pagpolartest.FaultCommitDropRelease, Times: 1})
+	r, err := c.Refunds.Create(f.ctx, RefundParams{OperationID: "rf-amount-1", SaleID: sale.Sale.ID, Amount: 1500})
+	id := ""
+	if err == nil {
+		id = r.Refund.ID
+	}
+	report(t, f, c, "rf-amount-1", id, err)
 }
