@@ -2,6 +2,7 @@ package pagpolar
 
 import (
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -95,6 +96,24 @@ func TestInProgressFrom(t *testing.T) {
 	for _, c := range cases {
 		if got := inProgressFrom(now, c.ok, c.documented, 65*time.Second); !got.Equal(c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// An answer a cache served (Age) is no proof of the API's current state.
+func TestServedByCache(t *testing.T) {
+	cases := []struct {
+		h    http.Header
+		want bool
+	}{
+		{http.Header{}, false},
+		{http.Header{"Age": {"0"}}, true},
+		{http.Header{"Age": {"3600"}}, true},
+		{http.Header{"Cache-Control": {"max-age=60"}}, false},
+	}
+	for _, c := range cases {
+		if _, got := servedByCache(c.h); got != c.want {
+			t.Errorf("servedByCache(%v) = %v, want %v", c.h, got, c.want)
 		}
 	}
 }

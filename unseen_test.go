@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,44 +79,58 @@ func TestUnseen_DateClockStepsAhead(t *testing.T) {
 }
 
 // The API writes creation times three hours ahead of its Date headers (a
-// UTC wall clock labelled with São Paulo's offset the wrong way round).
-// A declined try of an order, half a second before the retry, then looks
+// UTC wall clock labelled with São Paulo's offset the wrong way round), or
+// its Date headers run three hours behind its database's clock. A
+// declined try of an order, half a second before the retry, then looks
 // created after the retry's first send; the retry is never processed (a
 // gateway's 502 in front of the API), so the only sale a lookup finds is
 // the earlier decline. The retry must not be reported declined on that
 // guess: it was never tried.
 func TestUnseen_CreatedAtAheadOfDate(t *testing.T) {
-	f := newFixture(t, nil)
-	base := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
-		return editObjects(body, func(m map[string]any) {
-			if s, ok := m["created_at"].(string); ok {
-				if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
-					m["created_at"] = ts.Add(3 * time.Hour).Format(time.RFC3339Nano)
+	shift := map[string]advRewrite{
+		"created-3h-ahead": func(r *http.Request, status int, h http.Header, body []byte) []byte {
+			return editObjects(body, func(m map[string]any) {
+				if s, ok := m["created_at"].(string); ok {
+					if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+						m["created_at"] = ts.Add(3 * time.Hour).Format(time.RFC3339Nano)
+					}
 				}
+			})
+		},
+		"date-3h-behind": func(r *http.Request, status int, h http.Header, body []byte) []byte {
+			if d, err := http.ParseTime(h.Get("Date")); err == nil {
+				h.Set("Date", d.Add(-3*time.Hour).UTC().Format(http.TimeFormat))
 			}
+			return body
+		},
+	}
+	for name, rw := range shift {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			c := unseenClient(t, f, advProxy(t, f, rw))
+			if _, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "warm-ahead", Customer: goodCustomer, CardToken: "tok_w"}); err != nil {
+				t.Fatalf("warm-up charge: %v", err)
+			}
+			p := CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-ahead", Customer: goodCustomer, CardToken: "tok_a", OperationID: "order-ahead-try-1"}
+			f.srv.Inject(pagpolartest.Fault{Route: "credit_card", ExternalReference: "order-ahead", Action: pagpolartest.FaultDecline, Times: 1})
+			if _, err := c.Payments.CreditCard(f.ctx, p); !errors.Is(err, ErrDeclined) {
+				t.Fatalf("try 1: %v, want declined", err)
+			}
+			f.srv.Clock.Advance(500 * time.Millisecond)
+			f.srv.Inject(pagpolartest.Fault{Route: "credit_card", ExternalReference: "order-ahead", Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
+			p.CardToken, p.OperationID = "tok_b", "order-ahead-try-2"
+			ch, err := c.Payments.CreditCard(f.ctx, p)
+			id := ""
+			if err == nil {
+				id = ch.Sale.ID
+			}
+			if errors.Is(err, ErrDeclined) {
+				t.Errorf("FAILED FROM A GUESS: try 2 reported declined (%v), but it was never processed: the decline is try 1's", err)
+			}
+			report(t, f, c, "order-ahead-try-2", id, err)
 		})
-	})
-	c := unseenClient(t, f, base)
-	if _, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "warm-ahead", Customer: goodCustomer, CardToken: "tok_w"}); err != nil {
-		t.Fatalf("warm-up charge: %v", err)
 	}
-	p := CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-ahead", Customer: goodCustomer, CardToken: "tok_a", OperationID: "order-ahead-try-1"}
-	f.srv.Inject(pagpolartest.Fault{Route: "credit_card", ExternalReference: "order-ahead", Action: pagpolartest.FaultDecline, Times: 1})
-	if _, err := c.Payments.CreditCard(f.ctx, p); !errors.Is(err, ErrDeclined) {
-		t.Fatalf("try 1: %v, want declined", err)
-	}
-	f.srv.Clock.Advance(500 * time.Millisecond)
-	f.srv.Inject(pagpolartest.Fault{Route: "credit_card", ExternalReference: "order-ahead", Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
-	p.CardToken, p.OperationID = "tok_b", "order-ahead-try-2"
-	ch, err := c.Payments.CreditCard(f.ctx, p)
-	id := ""
-	if err == nil {
-		id = ch.Sale.ID
-	}
-	if errors.Is(err, ErrDeclined) {
-		t.Errorf("FAILED FROM A GUESS: try 2 reported declined (%v), but it was never processed: the decline is try 1's", err)
-	}
-	report(t, f, c, "order-ahead-try-2", id, err)
 }
 
 // unseenRewrite edits one answer of the fake: its status and headers in
@@ -623,4 +638,72 @@ func TestUnseen_RefundAmountIsTheSales(t *testing.T) {
 		id = r.Refund.ID
 	}
 	report(t, f, c, "rf-amount-1", id, err)
+}
+
+// A cache between the SDK and the API (a CDN rule caching GETs) answers
+// the lookup with the list as it was before the charge: "not found" on a
+// stale read. A cache that honours the request's no-cache must be told to
+// revalidate; one that does not, but says it served the answer (Age),
+// must not be read as the API's current list.
+func TestUnseen_CachedLookup(t *testing.T) {
+	for _, honours := range []bool{true, false} {
+		for _, warm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("honours-no-cache=%v/warm=%v", honours, warm), func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t, nil)
+				u, _ := url.Parse(f.srv.URL)
+				rp := httputil.NewSingleHostReverseProxy(u)
+				rp.ErrorLog = log.New(io.Discard, "", 0)
+				type entry struct {
+					status int
+					h      http.Header
+					body   []byte
+					at     time.Time
+				}
+				var mu sync.Mutex
+				cache := map[string]entry{}
+				gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodGet || honours && strings.Contains(r.Header.Get("Cache-Control"), "no-cache") {
+						rp.ServeHTTP(w, r)
+						return
+					}
+					mu.Lock()
+					e, hit := cache[r.URL.String()]
+					mu.Unlock()
+					if !hit {
+						rec := httptest.NewRecorder()
+						rp.ServeHTTP(rec, r)
+						e = entry{rec.Code, rec.Header().Clone(), rec.Body.Bytes(), time.Now()}
+						mu.Lock()
+						cache[r.URL.String()] = e
+						mu.Unlock()
+						maps.Copy(w.Header(), e.h)
+						w.WriteHeader(e.status)
+						_, _ = w.Write(e.body)
+						return
+					}
+					maps.Copy(w.Header(), e.h)
+					w.Header().Set("Age", strconv.Itoa(int(time.Since(e.at)/time.Second)))
+					w.WriteHeader(e.status)
+					_, _ = w.Write(e.body)
+				}))
+				t.Cleanup(gw.Close)
+				c := unseenClient(t, f, gw.URL)
+				if warm {
+					warmClock(f, c)
+				}
+				// The application checks whether the order was paid already.
+				if sales, err := c.Payments.SalesByExternalReference(f.ctx, "order-cached"); err != nil || len(sales) != 0 {
+					t.Fatalf("setup read: %v %v", sales, err)
+				}
+				f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitDropRelease, Times: 1})
+				ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-cached", Customer: goodCustomer})
+				id := ""
+				if err == nil {
+					id = ch.Sale.ID
+				}
+				report(t, f, c, "pix:order-cached", id, err)
+			})
+		}
+	}
 }
