@@ -218,15 +218,6 @@ func onPixAnswer(fn func(resp *http.Response, body []byte) []byte) unseenRewrite
 	}
 }
 
-func chain(rws ...unseenRewrite) unseenRewrite {
-	return func(req *http.Request, resp *http.Response, body []byte) []byte {
-		for _, rw := range rws {
-			body = rw(req, resp, body)
-		}
-		return body
-	}
-}
-
 // Shapes of answers nobody documented, each driven through a PIX charge,
 // cold (a pre-send snapshot) and warm (none), with no fault (the 2xx is
 // checked) and with faults that commit, release the key and lose the
