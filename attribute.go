@@ -162,6 +162,12 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 		if e.refSt == wire.Unreadable {
 			return unreadable("reference")
 		}
+		if found && e.refSt == wire.Absent {
+			// The lookup asked for this reference, but only the effect's own
+			// reference shows that the list kept to its filter (a filter the
+			// API ignores, or matches by prefix, lists other orders' sales).
+			return attrUnclear, e.label() + " shows no external reference, so nothing shows the list kept to its filter", true
+		}
 		if e.refSt == wire.Read && e.Ref != f.ref {
 			// The lookup asked for this reference: an effect under another
 			// one means the list ignored its filter, or the field is not the
@@ -185,6 +191,9 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 	case kindRefund:
 		if e.saleSt == wire.Unreadable {
 			return unreadable("sale identifier")
+		}
+		if found && e.saleSt == wire.Absent {
+			return attrUnclear, e.label() + " shows no sale identifier, so nothing shows the list kept to its filter", true
 		}
 		if e.saleSt == wire.Read && e.SaleID != f.saleID {
 			return attrOther, fmt.Sprintf("%s is of sale %s", e.label(), e.SaleID), true

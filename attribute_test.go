@@ -61,7 +61,8 @@ func TestAttributeFound(t *testing.T) {
 		{"whole seconds, within tolerance plus precision", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), t0.Add(-2500*time.Millisecond).Truncate(time.Second).Format(time.RFC3339), 1), pixFacts, attrOurs},
 		{"created in São Paulo's offset", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), t0.Add(time.Second).In(time.FixedZone("BRT", -3*3600)).Format(time.RFC3339Nano), 1), pixFacts, attrOurs},
 		{"no creation time, no snapshot", effSale, `{"identifier":"s9","payment_method":"pix","status":"pending"}`, pixFacts, attrUnclear},
-		{"no creation time, snapshot", effSale, `{"identifier":"s9","payment_method":"pix","status":"pending"}`, func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrOurs},
+		{"no creation time, snapshot", effSale, `{"identifier":"s9","external_reference":"o1","payment_method":"pix","status":"pending"}`, func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrOurs},
+		{"no reference: the list's filter unchecked", effSale, `{"identifier":"s9","payment_method":"pix","status":"pending","created_at":"` + ts(time.Second) + `"}`, func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrUnclear},
 		{"time without a zone", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), "2026-12-01T12:00:01", 1), pixFacts, attrUnclear},
 		{"no validated clock, no snapshot", effSale, sale(`,"payment_method":"pix"`), func() opFacts { f := pixFacts(); f.floor = time.Time{}; return f }, attrUnclear},
 		{"snapshot wins over time", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), ts(-time.Hour), 1), func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrOurs},
@@ -102,6 +103,7 @@ func TestAttributeFound(t *testing.T) {
 			f.shapes = &shapes{amountEcho: true, amountDiffers: true}
 			return f
 		}, attrUnclear},
+		{"refund without sale identifier: the list's filter unchecked", effRefund, `{"identifier":"rf_9","amount":1500,"status":"completed"}`, refundEchoFacts, attrUnclear},
 		{"refund without amount", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","status":"completed"}`, refundFacts, attrUnclear},
 		{"refund of another sale", effRefund, `{"identifier":"rf_9","sale_identifier":"s2","amount":1500,"status":"completed"}`, refundFacts, attrOther},
 		{"refund in the snapshot", effRefund, `{"identifier":"rf_old","sale_identifier":"s1","amount":1500,"status":"completed"}`, refundFacts, attrOther},

@@ -698,3 +698,68 @@ func TestUnseen_CachedLookup(t *testing.T) {
 		}
 	}
 }
+
+// A sale list that ignores its filter (or matches it by prefix) and sales
+// that carry no external reference: while an order's charge is ambiguous
+// (a gateway's 502 in front of the API: never processed), another order's
+// sale for the same offer appears in its lookup. Nothing shows it is under
+// this order's reference: it must not be taken for this charge's success.
+func TestUnseen_FilterIgnoredNoReference(t *testing.T) {
+	f := newFixture(t, nil)
+	refs := []string{"order-fa", "order-fb"}
+	base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+		strip := func(b []byte) []byte {
+			return editObjects(b, func(m map[string]any) { delete(m, "external_reference") })
+		}
+		if isPost(req, "/payments/pix") && resp.StatusCode < 300 {
+			return strip(body)
+		}
+		if !isGet(req, "/sales") || resp.StatusCode != 200 {
+			return body
+		}
+		var all []json.RawMessage
+		for _, ref := range refs {
+			u := f.srv.URL + "/sales?" + url.Values{"external_reference": {ref}}.Encode()
+			r2, _ := http.NewRequest(http.MethodGet, u, nil)
+			r2.Header = req.Header.Clone()
+			resp2, err := http.DefaultClient.Do(r2)
+			if err != nil {
+				continue
+			}
+			var l struct{ Data []json.RawMessage }
+			_ = json.NewDecoder(resp2.Body).Decode(&l)
+			resp2.Body.Close()
+			all = append(all, l.Data...)
+		}
+		return strip(mustMarshal(map[string]any{"data": all}))
+	})
+	c := unseenClient(t, f, base)
+	warmClock(f, c)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", ExternalReference: "order-fa", Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
+	type out struct {
+		id  string
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-fa", Customer: goodCustomer})
+		if err != nil {
+			done <- out{"", err}
+			return
+		}
+		done <- out{ch.Sale.ID, nil}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.posts("pix") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first charge was never sent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	other := f.client(t, WithStore(f.store))
+	if _, err := other.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-fb", Customer: goodCustomer}); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	report(t, f, c, "pix:order-fa", a.id, a.err)
+}
