@@ -14,7 +14,7 @@ import (
 //   - another operation's only when that is proven: a recognised value that
 //     differs from the operation's (a boleto sale for a PIX charge, another
 //     sale's refund, a refund of another amount under every reading of the
-//     amount), its ID in the pre-send snapshot, its ID recorded as another
+//     amount once the API has echoed refund amounts as sent), its ID in the pre-send snapshot, its ID recorded as another
 //     operation's result in the store, or a creation time before the first
 //     send on the server's own clock (servertime.go);
 //   - this operation's when every field it is checked on agrees;
@@ -138,7 +138,7 @@ func collision(e effect, f opFacts) (bool, string) {
 		if e.saleSt == wire.Read && e.SaleID != f.saleID {
 			return true, fmt.Sprintf("the replay refunds sale %s, this operation sale %s", e.SaleID, f.saleID)
 		}
-		if e.Amount.State == wire.Read && !e.Amount.Matches(f.amount) {
+		if e.Amount.State == wire.Read && !e.Amount.Matches(f.amount) && f.shapes.amountsProve() {
 			return true, fmt.Sprintf("the replay refunds %v centavos under every reading, this operation %d", e.Amount.Readings(), f.amount)
 		}
 	case kindPlanChange:
@@ -161,6 +161,12 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 	case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
 		if e.refSt == wire.Unreadable {
 			return unreadable("reference")
+		}
+		if found && e.refSt == wire.Absent {
+			// The lookup asked for this reference, but only the effect's own
+			// reference shows that the list kept to its filter (a filter the
+			// API ignores, or matches by prefix, lists other orders' sales).
+			return attrUnclear, e.label() + " shows no external reference, so nothing shows the list kept to its filter", true
 		}
 		if e.refSt == wire.Read && e.Ref != f.ref {
 			// The lookup asked for this reference: an effect under another
@@ -186,6 +192,9 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 		if e.saleSt == wire.Unreadable {
 			return unreadable("sale identifier")
 		}
+		if found && e.saleSt == wire.Absent {
+			return attrUnclear, e.label() + " shows no sale identifier, so nothing shows the list kept to its filter", true
+		}
 		if e.saleSt == wire.Read && e.SaleID != f.saleID {
 			return attrOther, fmt.Sprintf("%s is of sale %s", e.label(), e.SaleID), true
 		}
@@ -198,6 +207,9 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 			}
 		case wire.Read:
 			if !e.Amount.Matches(f.amount) {
+				if !f.shapes.amountsProve() {
+					return attrUnclear, fmt.Sprintf("%s names amount %v (centavos, under every reading), not %d, and this API has not shown that it echoes refund amounts as sent", e.label(), e.Amount.Readings(), f.amount), true
+				}
 				return attrOther, fmt.Sprintf("%s is of another amount (%v centavos under every reading; this operation refunds %d)", e.label(), e.Amount.Readings(), f.amount), true
 			}
 		}

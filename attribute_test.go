@@ -1,6 +1,7 @@
 package pagpolar
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,13 @@ func pixFacts() opFacts {
 func cardFacts() opFacts {
 	f := pixFacts()
 	f.kind, f.method = kindCreditCard, "credit_card"
+	return f
+}
+
+// refundEchoFacts: a client that saw the API echo a refund's amount.
+func refundEchoFacts() opFacts {
+	f := refundFacts()
+	f.shapes = &shapes{amountEcho: true}
 	return f
 }
 
@@ -53,7 +61,8 @@ func TestAttributeFound(t *testing.T) {
 		{"whole seconds, within tolerance plus precision", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), t0.Add(-2500*time.Millisecond).Truncate(time.Second).Format(time.RFC3339), 1), pixFacts, attrOurs},
 		{"created in São Paulo's offset", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), t0.Add(time.Second).In(time.FixedZone("BRT", -3*3600)).Format(time.RFC3339Nano), 1), pixFacts, attrOurs},
 		{"no creation time, no snapshot", effSale, `{"identifier":"s9","payment_method":"pix","status":"pending"}`, pixFacts, attrUnclear},
-		{"no creation time, snapshot", effSale, `{"identifier":"s9","payment_method":"pix","status":"pending"}`, func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrOurs},
+		{"no creation time, snapshot", effSale, `{"identifier":"s9","external_reference":"o1","payment_method":"pix","status":"pending"}`, func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrOurs},
+		{"no reference: the list's filter unchecked", effSale, `{"identifier":"s9","payment_method":"pix","status":"pending","created_at":"` + ts(time.Second) + `"}`, func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrUnclear},
 		{"time without a zone", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), "2026-12-01T12:00:01", 1), pixFacts, attrUnclear},
 		{"no validated clock, no snapshot", effSale, sale(`,"payment_method":"pix"`), func() opFacts { f := pixFacts(); f.floor = time.Time{}; return f }, attrUnclear},
 		{"snapshot wins over time", effSale, strings.Replace(sale(`,"payment_method":"pix"`), ts(time.Second), ts(-time.Hour), 1), func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrOurs},
@@ -87,7 +96,14 @@ func TestAttributeFound(t *testing.T) {
 		{"refund, today", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":1500,"status":"completed"}`, refundFacts, attrOurs},
 		{"refund in reais", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":15,"status":"completed"}`, refundFacts, attrOurs},
 		{"refund as a float of centavos", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":1500.0,"status":"completed"}`, refundFacts, attrOurs},
-		{"refund of another amount", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, attrOther},
+		{"refund of another amount, echo learned", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundEchoFacts, attrOther},
+		{"refund of another amount, no echo seen", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, attrUnclear},
+		{"refund of another amount, echo contradicted", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, func() opFacts {
+			f := refundFacts()
+			f.shapes = &shapes{amountEcho: true, amountDiffers: true}
+			return f
+		}, attrUnclear},
+		{"refund without sale identifier: the list's filter unchecked", effRefund, `{"identifier":"rf_9","amount":1500,"status":"completed"}`, refundEchoFacts, attrUnclear},
 		{"refund without amount", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","status":"completed"}`, refundFacts, attrUnclear},
 		{"refund of another sale", effRefund, `{"identifier":"rf_9","sale_identifier":"s2","amount":1500,"status":"completed"}`, refundFacts, attrOther},
 		{"refund in the snapshot", effRefund, `{"identifier":"rf_old","sale_identifier":"s1","amount":1500,"status":"completed"}`, refundFacts, attrOther},
@@ -138,7 +154,8 @@ func TestAttributeAnswer(t *testing.T) {
 		{"replay of a boleto for a PIX operation: collision", sale(`,"payment_method":"boleto"`), pixFacts, true, attrOther},
 		{"replay paid by debit card, for a card operation", sale(`,"payment_method":"debit_card","status":"paid"`), cardFacts, true, attrUnclear},
 		{"replay in an unknown spelling", sale(`,"payment_method":"zz"`), pixFacts, true, attrUnclear},
-		{"replay of a refund of another amount: collision", `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, true, attrOther},
+		{"replay of a refund of another amount, echo learned: collision", `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundEchoFacts, true, attrOther},
+		{"replay of a refund of another amount, no echo seen: unclear", `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, true, attrUnclear},
 		{"replay of a refund as a float of centavos", `{"identifier":"rf_9","sale_identifier":"s1","amount":1500.0,"status":"completed"}`, refundFacts, true, attrOurs},
 	}
 	for _, c := range cases {
@@ -194,7 +211,8 @@ func TestServerClock(t *testing.T) {
 	}
 	for i, skew := range []time.Duration{0, time.Second, 10 * time.Minute} { // one answer from a gateway far ahead
 		h := map[string][]string{"Date": {now.Add(skew).Format("Mon, 02 Jan 2006 15:04:05 GMT")}}
-		sc.observe(h, now.Add(time.Duration(i)*time.Millisecond))
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		sc.observe(h, at, at, 2*time.Second)
 	}
 	f, ok := sc.floor(now.Add(time.Second))
 	if !ok || f.After(now.Add(2*time.Second)) {
@@ -203,14 +221,69 @@ func TestServerClock(t *testing.T) {
 	if sc.usable() {
 		t.Fatal("usable before any validation")
 	}
-	sc.check(now.Add(5*time.Second), time.Millisecond, now, 2*time.Second)
+	sc.check(now.Add(5*time.Second), time.Millisecond, now, time.Time{}, 2*time.Second)
 	if !sc.usable() {
 		t.Fatal("a consistent own effect must validate the bound")
 	}
-	if !sc.check(now.Add(-3*time.Second), time.Millisecond, now, 2*time.Second) || sc.usable() {
+	if !sc.check(now.Add(-3*time.Second), time.Millisecond, now, time.Time{}, 2*time.Second) || sc.usable() {
 		t.Fatal("an own effect the rule would exclude must switch the bound off")
 	}
 	if _, ok := sc.floor(now); ok {
 		t.Fatal("a switched-off bound must not be used")
+	}
+}
+
+// The upper bound: a Date past what earlier answers allow withdraws the
+// validation; a creation time past the moment its answer was read switches
+// the estimator off.
+func TestServerClockCeiling(t *testing.T) {
+	date := func(d time.Time) http.Header { return http.Header{"Date": {d.UTC().Format(http.TimeFormat)}} }
+	steps := []struct {
+		name string
+		d, c time.Time
+		tol  time.Duration
+		want bool
+	}{
+		{"same second", t0, t0.Add(time.Second), 2 * time.Second, false},
+		{"within tolerance", t0.Add(3 * time.Second), t0.Add(time.Second), 2 * time.Second, false},
+		{"an hour ahead", t0.Add(time.Hour), t0.Add(time.Second), 2 * time.Second, true},
+		{"just past tolerance", t0.Add(3*time.Second + time.Millisecond), t0.Add(time.Second), 2 * time.Second, true},
+		{"behind", t0.Add(-time.Hour), t0.Add(time.Second), 0, false},
+	}
+	for _, s := range steps {
+		if got := stepped(s.d, s.c, s.tol); got != s.want {
+			t.Errorf("stepped %s: %v, want %v", s.name, got, s.want)
+		}
+	}
+
+	var sc serverClock
+	sent := t0
+	sc.observe(date(t0), sent, sent.Add(100*time.Millisecond), 2*time.Second)
+	c, ok := sc.ceiling(sent.Add(time.Minute))
+	if !ok || c.Before(t0.Add(time.Minute)) || c.After(t0.Add(time.Minute+2*time.Second)) {
+		t.Fatalf("ceiling a minute on: %v (%v)", c, ok)
+	}
+	sc.check(t0.Add(time.Second), time.Millisecond, t0, time.Time{}, 2*time.Second)
+	if !sc.usable() {
+		t.Fatal("setup: not validated")
+	}
+	later := sent.Add(30 * time.Second)
+	sc.observe(date(t0.Add(30*time.Second)), later, later.Add(10*time.Millisecond), 2*time.Second)
+	if !sc.usable() {
+		t.Fatal("a Date consistent with the earlier ones withdrew the validation")
+	}
+	sc.observe(date(t0.Add(time.Hour)), later, later.Add(10*time.Millisecond), 2*time.Second)
+	if sc.usable() {
+		t.Fatal("a Date an hour past the earlier answers' bound kept the view validated")
+	}
+
+	var ahead serverClock
+	ahead.observe(date(t0), t0, t0.Add(50*time.Millisecond), 2*time.Second)
+	ceil, _ := ahead.ceiling(t0.Add(50 * time.Millisecond))
+	if ahead.check(t0.Add(500*time.Millisecond), time.Millisecond, t0, ceil, 2*time.Second) || !ahead.usable() {
+		t.Fatal("a creation time before its answer was read must validate")
+	}
+	if !ahead.check(t0.Add(3*time.Hour), time.Millisecond, t0, ceil, 2*time.Second) || ahead.usable() {
+		t.Fatal("a creation time hours after its answer was read must switch the bound off")
 	}
 }

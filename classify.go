@@ -3,6 +3,7 @@ package pagpolar
 import (
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Classification of one attempt's answer (SAFETY rules 3–5): a pure
@@ -19,10 +20,11 @@ const (
 	vAmbiguousEnd                // may have taken effect, and the API's own answer says the request has ended (its 500)
 	vAmbiguous                   // may have taken effect and may still be running (timeout, lost connection, a gateway's 5xx)
 	vInProgress                  // 409: a request with this key is running now
+	vKeyUsed                     // a 4xx that names the idempotency key: a request with this key ended before, perhaps in a 2xx the API did not replay
 )
 
 func (v verdict) String() string {
-	return [...]string{"success", "failed", "not-executed", "retry", "ambiguous-ended", "ambiguous", "in-progress"}[v]
+	return [...]string{"success", "failed", "not-executed", "retry", "ambiguous-ended", "ambiguous", "in-progress", "key-used"}[v]
 }
 
 // answer is what an attempt got back: a response, or a transport error
@@ -33,6 +35,20 @@ type answer struct {
 	code   string
 	err    error
 	sent   bool
+	// keyUsed: the error's code or message names the idempotency key
+	// (namesKey).
+	keyUsed bool
+}
+
+// namesKey reports whether an error's code or message is about the
+// idempotency key ("Idempotency-Key já utilizada", "idempotency_key_reused",
+// "idempotência"). The SDK always sends a valid key, so a 4xx about it is
+// no ordinary refusal of the request: it most likely says that a request
+// with this key ended earlier — perhaps in a 2xx the API answers a repeat
+// with an error instead of replaying (another host that derived the same
+// key, a resend after a lost answer).
+func namesKey(code, message string) bool {
+	return strings.Contains(strings.ToLower(code), "idempot") || strings.Contains(strings.ToLower(message), "idempot")
 }
 
 // classify returns the verdict on an answer and a short cause for events
@@ -65,6 +81,11 @@ func classify(a answer) (verdict, string) {
 		return vRetry, cause
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
 		return vNotExecuted, cause // authentication comes before the key is registered
+	case s >= 400 && s < 500 && a.keyUsed:
+		// Not "failed" nor "not executed": the effect of an earlier
+		// request with this key may exist. Settled by lookup, never by a
+		// not-found (the API's answer under this key may have been a 2xx).
+		return vKeyUsed, cause + "-key-used"
 	case s == http.StatusPaymentRequired:
 		return vFailed, cause // a decline: only a payment API answers 402
 	case s >= 400 && s < 500 && a.apiOwn:

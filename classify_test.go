@@ -2,7 +2,9 @@ package pagpolar
 
 import (
 	"errors"
+	"net/http"
 	"testing"
+	"time"
 )
 
 // The classification table (SAFETY rules 3–5): every status class, with
@@ -42,10 +44,76 @@ func TestClassify(t *testing.T) {
 		{"501", answer{status: 501, apiOwn: true}, vAmbiguous},
 		{"302 (never followed)", answer{status: 302}, vAmbiguous},
 		{"100", answer{status: 100}, vAmbiguous},
+		{"422 API naming the key", answer{status: 422, apiOwn: true, keyUsed: true}, vKeyUsed},
+		{"400 naming the key, unknown code", answer{status: 400, keyUsed: true}, vKeyUsed},
+		{"409 naming the key", answer{status: 409, keyUsed: true}, vInProgress},
+		{"429 naming the key", answer{status: 429, keyUsed: true}, vRetry},
+		{"401 naming the key", answer{status: 401, keyUsed: true}, vNotExecuted},
+		{"500 API naming the key", answer{status: 500, apiOwn: true, keyUsed: true}, vAmbiguousEnd},
 	}
 	for _, c := range cases {
 		if got, _ := classify(c.a); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestNamesKey(t *testing.T) {
+	cases := []struct {
+		code, message string
+		want          bool
+	}{
+		{"unprocessable_entity", "Idempotency-Key já utilizada", true},
+		{"idempotency_key_reused", "", true},
+		{"", "Chave de idempotência já usada", true},
+		{"IDEMPOTENCY_CONFLICT", "", true},
+		{"validation_error", "customer.email: invalid", false},
+		{"", "", false},
+		{"declined", "Cartão recusado", false},
+	}
+	for _, c := range cases {
+		if got := namesKey(c.code, c.message); got != c.want {
+			t.Errorf("namesKey(%q, %q) = %v, want %v", c.code, c.message, got, c.want)
+		}
+	}
+}
+
+// The other sender's earliest start after a 409: placed on the API's clock
+// only for the documented 409 with a clock bound; otherwise the earliest
+// time there is (shared, nothing excluded by time).
+func TestInProgressFrom(t *testing.T) {
+	now := t0
+	cases := []struct {
+		name           string
+		ok, documented bool
+		want           time.Time
+	}{
+		{"documented, bound", true, true, now.Add(-65 * time.Second)},
+		{"documented, no bound", false, true, sharedAnyTime},
+		{"other body, bound", true, false, sharedAnyTime},
+		{"other body, no bound", false, false, sharedAnyTime},
+	}
+	for _, c := range cases {
+		if got := inProgressFrom(now, c.ok, c.documented, 65*time.Second); !got.Equal(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// An answer a cache served (Age) is no proof of the API's current state.
+func TestServedByCache(t *testing.T) {
+	cases := []struct {
+		h    http.Header
+		want bool
+	}{
+		{http.Header{}, false},
+		{http.Header{"Age": {"0"}}, true},
+		{http.Header{"Age": {"3600"}}, true},
+		{http.Header{"Cache-Control": {"max-age=60"}}, false},
+	}
+	for _, c := range cases {
+		if _, got := servedByCache(c.h); got != c.want {
+			t.Errorf("servedByCache(%v) = %v, want %v", c.h, got, c.want)
 		}
 	}
 }

@@ -394,11 +394,20 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if method == http.MethodGet {
+		// A lookup must read the API's current state: a cache in the way
+		// (a CDN rule caching GETs) must revalidate, or it would answer
+		// "not found" from before the charge. One that does not is caught
+		// by its Age header (servedByCache).
+		req.Header.Set("Cache-Control", "no-cache")
+		req.Header.Set("Pragma", "no-cache")
+	}
 	req.Header.Set("User-Agent", c.userAgent)
 	req.Header.Set(wire.HeaderAuthorization, "Bearer "+token)
 	if key != "" {
 		req.Header.Set(wire.HeaderIdempotencyKey, key)
 	}
+	sentAt := c.clock.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// A dial failure means nothing was written whatever the trace says.
@@ -428,7 +437,7 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	if r.status >= 200 && r.status < 300 || r.apiOwn {
 		// Only the API's own answers measure its clock: a gateway's page may
 		// carry the gateway's.
-		c.srvClock.observe(resp.Header, c.clock.Now())
+		c.srvClock.observe(resp.Header, sentAt, c.clock.Now(), c.policy.ServerClockTolerance)
 	}
 	return r, nil
 }

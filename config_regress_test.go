@@ -336,7 +336,8 @@ func TestRedaction_OnlyWholeValues(t *testing.T) {
 // warmClock is warm without a request: a Date of the fake's clock, and the
 // view validated.
 func warmClock(f *fixture, c *Client) {
-	c.srvClock.observe(http.Header{"Date": {f.srv.Clock.Now().UTC().Format(http.TimeFormat)}}, c.clock.Now())
+	now := c.clock.Now()
+	c.srvClock.observe(http.Header{"Date": {f.srv.Clock.Now().UTC().Format(http.TimeFormat)}}, now, now, 0)
 	c.srvClock.mu.Lock()
 	c.srvClock.validated = true
 	c.srvClock.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -131,6 +132,9 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 	if err != nil {
 		return lookupOutcome{}, err
 	}
+	if why, cached := servedByCache(r.header); cached {
+		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
+	}
 	sub, err := readEffect(effSubscription, r.body)
 	if err != nil {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + " answered a body the SDK cannot read: " + err.Error()}, nil
@@ -223,6 +227,9 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 		if err != nil {
 			return err
 		}
+		if why, cached := servedByCache(r.header); cached {
+			return fmt.Errorf("pagpolar: GET %s: %s", subscriptionPath(m.SubscriptionID), why)
+		}
 		sub, err := readEffect(effSubscription, r.body)
 		if err != nil {
 			return fmt.Errorf("pagpolar: GET %s: %w", subscriptionPath(m.SubscriptionID), err)
@@ -269,6 +276,9 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 		if err != nil {
 			return nil, false, "", err
 		}
+		if why, cached := servedByCache(r.header); cached {
+			return items, false, why, nil
+		}
 		page, err := wire.ParseList(r.body, r.header)
 		if err != nil {
 			return nil, false, "", fmt.Errorf("pagpolar: GET %s: %w", path, err)
@@ -311,6 +321,17 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 		}
 	}
 	return items, false, fmt.Sprintf("the list has more than %d pages", maxPages), nil
+}
+
+// servedByCache reports whether an answer came from a cache rather than
+// from the API: a cache that serves a stored answer gives its Age (RFC
+// 9111 §5.1), which an origin server does not send. Such an answer is no
+// proof of what the API holds now.
+func servedByCache(h http.Header) (string, bool) {
+	if age := h.Get("Age"); age != "" {
+		return "the answer was served by a cache (Age: " + oneLine(age) + "), not read from the API now", true
+	}
+	return "", false
 }
 
 func itemID(raw json.RawMessage) string {

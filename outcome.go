@@ -38,9 +38,10 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 	switch a {
 	case attrOurs:
 		if src == SourceResponse && eff.createdSt == wire.Read && !e.meta.Floor.IsZero() {
-			if e.c.srvClock.check(eff.Created, eff.CreatedRes, e.meta.Floor, e.c.policy.ServerClockTolerance) {
+			ceiling, _ := e.c.srvClock.ceiling(c.clock.Now())
+			if e.c.srvClock.check(eff.Created, eff.CreatedRes, e.meta.Floor, ceiling, e.c.policy.ServerClockTolerance) {
 				c.log.WarnContext(ctx, "pagpolar: the API's creation times disagree with its Date headers by more than ServerClockTolerance; effects are no longer excluded by time",
-					"created_at", eff.Created, "first_send_at_least", e.meta.Floor)
+					"created_at", eff.Created, "first_send_at_least", e.meta.Floor, "answer_read_at_most", ceiling)
 			}
 		}
 		return e.succeed(ctx, eff, src)
@@ -87,6 +88,9 @@ func (c *Client) learnFrom(kind string, m opMeta, eff effect) {
 	}
 	if eff.offerSt == wire.Read {
 		c.shapes.learnOffer(eff.Offer, m.OfferID)
+	}
+	if kind == kindRefund {
+		c.shapes.learnAmount(eff.Amount, m.Amount)
 	}
 	if eff.createdSt != wire.Read {
 		c.shapes.learnNoTimes()

@@ -49,8 +49,9 @@ type opMeta struct {
 	TrustAfter      time.Time `json:"trust_after,omitzero"`
 	TrustAfterStore time.Time `json:"trust_after_store,omitzero"`
 
-	// Saw2xx: a 2xx the SDK could not verify answered this key, so the
-	// effect may well exist: never "not found", never resent. Unclear lists
+	// Saw2xx: a 2xx the SDK could not verify answered this key, or a 4xx
+	// said the key was already used (vKeyUsed), so the effect may well
+	// exist: never "not found", never resent. Unclear lists
 	// effects a lookup saw and could not attribute: if one vanishes from a
 	// later lookup, that is no proof of absence.
 	Saw2xx  bool     `json:"saw_2xx,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/pagpolar/pagpolar-go/internal/wire"
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
@@ -50,6 +51,7 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 		if r != nil {
 			e.lastReq = r.requestID
 			a.status, a.apiOwn, a.code = r.status, r.apiOwn, r.code
+			a.keyUsed = r.status >= 300 && namesKey(r.code, r.message)
 			if r.status >= 300 {
 				apiErr = c.apiError(r, e.rec.Key, token, e.s.fpIn.privateFields())
 			}
@@ -110,7 +112,12 @@ func (e *exec) sendLoop(ctx context.Context, mark bool) (*settled, error) {
 			}
 			e.retries++
 
-		default: // vAmbiguousEnd, vAmbiguous, vInProgress
+		default: // vAmbiguousEnd, vAmbiguous, vInProgress, vKeyUsed
+			if v == vKeyUsed {
+				// The API's answer under this key may have been a 2xx it
+				// no longer gives: never "not found", never resent.
+				e.meta.Saw2xx = true
+			}
 			e.onAmbiguous(v, r)
 			e.rec.State = keystore.StateUnknown
 			if apiErr != nil {
@@ -157,6 +164,24 @@ func (e *exec) markSend(ctx context.Context) error {
 	return e.save(ctx)
 }
 
+// sharedAnyTime is the SharedFloor of a key shared with a sender whose
+// start cannot be placed on the API's clock: it marks the key shared (the
+// snapshot proves nothing) and, with Floor cleared, excludes nothing.
+var sharedAnyTime = time.Unix(0, 0).UTC()
+
+// inProgressFrom is the earliest the other sender of a key answered 409
+// can have started, on the API's clock: one window (back) before the
+// client's bound of the API's clock now (floor, ok), if the 409 is the
+// documented one. Without a bound, or for a 409 with another body (a
+// server may answer so to a key that finished long ago, its effect older
+// than any window), it is sharedAnyTime.
+func inProgressFrom(floor time.Time, ok, documented bool, back time.Duration) time.Time {
+	if !ok || !documented {
+		return sharedAnyTime
+	}
+	return floor.Add(-back)
+}
+
 // onAmbiguous moves the moment a "not found" becomes conclusive.
 func (e *exec) onAmbiguous(v verdict, r *response) {
 	c, p := e.c, e.c.policy
@@ -166,25 +191,24 @@ func (e *exec) onAmbiguous(v verdict, r *response) {
 		// We received the API's own answer: the request has ended. Only
 		// lookup lag can still hide its effect.
 		e.trustFrom(now, p.SettleDelay)
-	case vAmbiguous:
+	case vAmbiguous, vKeyUsed:
 		// The request may have reached the server as late as now (a slow
 		// dial, an intermediary that queued it), so its in-processing
-		// window is counted from now.
+		// window is counted from now. (A 4xx naming the key may not be the
+		// API's own answer either: it ends nothing.)
 		e.trustNoEarlier(now, p.trustDelay())
 	case vInProgress:
 		// A request with this key is running now (perhaps sent by another
 		// host deriving the same key): it ends at most one window from now
 		// and began at most one window ago, on the API's clock.
 		e.trustNoEarlier(now, p.trustDelay())
-		if f, ok := c.srvClock.floor(now); ok {
-			from := f.Add(-p.ProcessingWindow - p.WindowMargin)
-			if e.meta.SharedFloor.IsZero() || from.Before(e.meta.SharedFloor) {
-				e.meta.SharedFloor = from
-			}
-		} else {
-			// No place on the API's clock for the other sender's start:
-			// nothing can be excluded by time any more.
-			e.meta.Floor = time.Time{}
+		f, ok := c.srvClock.floor(now)
+		from := inProgressFrom(f, ok, r != nil && r.message == wire.MsgInProgress, p.ProcessingWindow+p.WindowMargin)
+		if from.Equal(sharedAnyTime) {
+			e.meta.Floor = time.Time{} // nothing can be excluded by time any more
+		}
+		if e.meta.SharedFloor.IsZero() || from.Before(e.meta.SharedFloor) {
+			e.meta.SharedFloor = from
 		}
 	}
 }

@@ -41,8 +41,9 @@ type serverClock struct {
 }
 
 type clockSample struct {
-	date time.Time // the answer's Date (server clock)
-	at   time.Time // client clock when it was read (monotonic when the system clock)
+	date time.Time     // the answer's Date (server clock)
+	at   time.Time     // client clock when it was read (monotonic when the system clock)
+	rtt  time.Duration // client time from sending the request to reading the answer
 }
 
 const (
@@ -55,8 +56,10 @@ const (
 	serverClockDrift = 1e-4
 )
 
-// observe records the Date header of an answer read at client time now.
-func (s *serverClock) observe(h http.Header, now time.Time) {
+// observe records the Date header of an answer to a request sent at client
+// time sent and read at client time now. A Date more than tol past the
+// upper bound of the earlier answers withdraws the validation (stepped).
+func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Duration) {
 	v := h.Get("Date")
 	if v == "" {
 		return
@@ -65,8 +68,15 @@ func (s *serverClock) observe(h http.Header, now time.Time) {
 	if err != nil {
 		return
 	}
+	rtt := now.Sub(sent)
+	if rtt < 0 {
+		rtt = 0
+	}
 	s.mu.Lock()
-	s.samples[s.next] = clockSample{date: d, at: now}
+	if c, ok := s.ceilingLocked(now); ok && stepped(d, c, tol) {
+		s.validated = false
+	}
+	s.samples[s.next] = clockSample{date: d, at: now, rtt: rtt}
 	s.next = (s.next + 1) % len(s.samples)
 	if s.n < len(s.samples) {
 		s.n++
@@ -107,6 +117,46 @@ func (s *serverClock) floor(now time.Time) (time.Time, bool) {
 	return bounds[(n-1)/2], true
 }
 
+// ceiling returns an upper bound of the server's clock at client time now
+// (the median of the answers' upper bounds), or false without a recent
+// sample. It is kept when the estimator is switched off: it only ever
+// withdraws trust.
+func (s *serverClock) ceiling(now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ceilingLocked(now)
+}
+
+func (s *serverClock) ceilingLocked(now time.Time) (time.Time, bool) {
+	var bounds [sampleCount]time.Time
+	n := 0
+	for i := range s.n {
+		sm := s.samples[i]
+		el := now.Sub(sm.at)
+		if el < 0 || el > serverClockMaxAge {
+			continue
+		}
+		el += time.Duration(float64(el) * serverClockDrift)
+		b := sm.date.Add(time.Second + sm.rtt + el) // Date is truncated to the second
+		j := n
+		for j > 0 && bounds[j-1].After(b) {
+			bounds[j] = bounds[j-1]
+			j--
+		}
+		bounds[j] = b
+		n++
+	}
+	if n == 0 {
+		return time.Time{}, false
+	}
+	return bounds[n/2], true
+}
+
+// stepped reports whether a Date d lies more than tol past the upper
+// bound c the earlier answers give: the clock writing Date jumped forward.
+// A pure function, for the table test.
+func stepped(d, c time.Time, tol time.Duration) bool { return d.After(c.Add(tol)) }
+
 // off reports whether the estimator was switched off.
 func (s *serverClock) off() bool {
 	s.mu.Lock()
@@ -123,17 +173,24 @@ func (s *serverClock) usable() bool {
 }
 
 // check is the self-test, on one of our own fresh effects: created at
-// created (precision res) for a first send whose bound was floor. It
+// created (precision res) for a first send whose bound was floor, read when
+// the server's clock was at most ceiling (zero: no upper bound). It
 // validates the estimator when the effect sits comfortably after the bound,
-// and switches it off for good when the time rule would have excluded it.
-// It reports whether it switched it off now.
-func (s *serverClock) check(created time.Time, res time.Duration, floor time.Time, tol time.Duration) (disabledNow bool) {
+// and switches it off for good when the time rule would have excluded it,
+// or when the effect is stamped after the moment its answer was read (the
+// clock stamping effects runs ahead of the one writing Date: an earlier
+// effect would look created after a later first send). It reports whether
+// it switched it off now.
+func (s *serverClock) check(created time.Time, res time.Duration, floor, ceiling time.Time, tol time.Duration) (disabledNow bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.disabled:
 		return false
 	case created.Add(res + tol).Before(floor):
+		s.disabled = true
+		return true
+	case !ceiling.IsZero() && created.After(ceiling.Add(tol)):
 		s.disabled = true
 		return true
 	case !created.Add(res + tol/2).Before(floor):

@@ -138,7 +138,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 func (e *exec) trustedNotFound(ctx context.Context, resend bool) (*settled, error) {
 	c, p := e.c, e.c.policy
 	if e.meta.Saw2xx {
-		return nil, e.unknownSaved(ctx, "the API answered 2xx in a shape the SDK could not verify, and no matching effect was found; inspect the effect by its reference", nil, "")
+		return nil, e.unknownSaved(ctx, "the API answered 2xx in a shape the SDK could not verify (or said this key was already used), and no matching effect was found; inspect the effect by its reference", nil, "")
 	}
 	if !resend {
 		return e.settleNotExecuted(ctx)
