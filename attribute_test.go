@@ -27,13 +27,6 @@ func cardFacts() opFacts {
 	return f
 }
 
-// refundEchoFacts: a client that saw the API echo a refund's amount.
-func refundEchoFacts() opFacts {
-	f := refundFacts()
-	f.shapes = &shapes{amountEcho: true}
-	return f
-}
-
 func refundFacts() opFacts {
 	return opFacts{kind: kindRefund, saleID: "s1", amount: 1500, snapshotted: true, snapshot: map[string]bool{"rf_old": true},
 		floor: t0, tolerance: 2 * time.Second, shapes: &shapes{}}
@@ -96,14 +89,10 @@ func TestAttributeFound(t *testing.T) {
 		{"refund, today", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":1500,"status":"completed"}`, refundFacts, attrOurs},
 		{"refund in reais", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":15,"status":"completed"}`, refundFacts, attrOurs},
 		{"refund as a float of centavos", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":1500.0,"status":"completed"}`, refundFacts, attrOurs},
-		{"refund of another amount, echo learned", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundEchoFacts, attrOther},
-		{"refund of another amount, no echo seen", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, attrUnclear},
-		{"refund of another amount, echo contradicted", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, func() opFacts {
-			f := refundFacts()
-			f.shapes = &shapes{amountEcho: true, amountDiffers: true}
-			return f
-		}, attrUnclear},
-		{"refund without sale identifier: the list's filter unchecked", effRefund, `{"identifier":"rf_9","amount":1500,"status":"completed"}`, refundEchoFacts, attrUnclear},
+		// A refund's amount never proves another refund (its "amount" may
+		// be the sale's; a full refund's echo looks like proof).
+		{"refund of another amount: unclear", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, attrUnclear},
+		{"refund without sale identifier: the list's filter unchecked", effRefund, `{"identifier":"rf_9","amount":1500,"status":"completed"}`, refundFacts, attrUnclear},
 		{"refund without amount", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","status":"completed"}`, refundFacts, attrUnclear},
 		{"refund of another sale", effRefund, `{"identifier":"rf_9","sale_identifier":"s2","amount":1500,"status":"completed"}`, refundFacts, attrOther},
 		{"refund in the snapshot", effRefund, `{"identifier":"rf_old","sale_identifier":"s1","amount":1500,"status":"completed"}`, refundFacts, attrOther},
@@ -154,8 +143,7 @@ func TestAttributeAnswer(t *testing.T) {
 		{"replay of a boleto for a PIX operation: collision", sale(`,"payment_method":"boleto"`), pixFacts, true, attrOther},
 		{"replay paid by debit card, for a card operation", sale(`,"payment_method":"debit_card","status":"paid"`), cardFacts, true, attrUnclear},
 		{"replay in an unknown spelling", sale(`,"payment_method":"zz"`), pixFacts, true, attrUnclear},
-		{"replay of a refund of another amount, echo learned: collision", `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundEchoFacts, true, attrOther},
-		{"replay of a refund of another amount, no echo seen: unclear", `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, true, attrUnclear},
+		{"replay of a refund of another amount: unclear, never a collision", `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed"}`, refundFacts, true, attrUnclear},
 		{"replay of a refund as a float of centavos", `{"identifier":"rf_9","sale_identifier":"s1","amount":1500.0,"status":"completed"}`, refundFacts, true, attrOurs},
 	}
 	for _, c := range cases {

@@ -40,16 +40,33 @@ type answer struct {
 	keyUsed bool
 }
 
-// namesKey reports whether an error's code or message is about the
-// idempotency key ("Idempotency-Key já utilizada", "idempotency_key_reused",
-// "idempotência"). The SDK always sends a valid key, so a 4xx about it is
-// no ordinary refusal of the request: it most likely says that a request
-// with this key ended earlier — perhaps in a 2xx the API answers a repeat
-// with an error instead of replaying (another host that derived the same
-// key, a resend after a lost answer).
+// namesKey reports whether an error's code or message says the idempotency
+// key was already used ("Idempotency-Key já utilizada",
+// "idempotency_key_reused", "chave de idempotência já existe"). The SDK
+// always sends a valid key, so such a 4xx is no ordinary refusal of the
+// request: it most likely says that a request with this key ended earlier
+// — perhaps in a 2xx the API answers a repeat with an error instead of
+// replaying (another host that derived the same key, a resend after a lost
+// answer). A 4xx that names the key for another reason — a header missing
+// or malformed (a proxy stripped it), a message listing the required
+// headers — registered no key (CONTRACT.md) and keeps the ordinary rules.
 func namesKey(code, message string) bool {
-	return strings.Contains(strings.ToLower(code), "idempot") || strings.Contains(strings.ToLower(message), "idempot")
+	code, message = strings.ToLower(code), strings.ToLower(message)
+	if !strings.Contains(code, "idempot") && !strings.Contains(message, "idempot") {
+		return false
+	}
+	for _, w := range keyReuseWords {
+		if strings.Contains(code, w) || strings.Contains(message, w) {
+			return true
+		}
+	}
+	return false
 }
+
+// keyReuseWords say that a key was used before (English and Portuguese,
+// lower case; codes use the same stems).
+var keyReuseWords = []string{"reus", "re-us", "already", "used", "in use", "utilizad", "usad", "em uso",
+	"duplic", "conflict", "exist", "mismatch", "processad", "processed"}
 
 // classify returns the verdict on an answer and a short cause for events
 // and records.

@@ -68,6 +68,13 @@ func TestNamesKey(t *testing.T) {
 		{"", "Chave de idempotência já usada", true},
 		{"IDEMPOTENCY_CONFLICT", "", true},
 		{"validation_error", "customer.email: invalid", false},
+		// Naming the key for another reason: no key was registered.
+		{"validation_error", "customer.email é obrigatório; cabeçalhos exigidos: Authorization, Idempotency-Key", false},
+		{"validation_error", "Idempotency-Key: header required", false},
+		{"", "Idempotency-Key must be at most 255 characters", false},
+		{"invalid_idempotency_key", "", false},
+		{"", "Idempotency key already used with other parameters", true},
+		{"", "A chave de idempotência já existe", true},
 		{"", "", false},
 		{"declined", "Cartão recusado", false},
 	}
@@ -102,18 +109,30 @@ func TestInProgressFrom(t *testing.T) {
 
 // An answer a cache served (Age) is no proof of the API's current state.
 func TestServedByCache(t *testing.T) {
+	now := t0.Add(time.Hour)
+	trust := now.Add(-5 * time.Second)
 	cases := []struct {
-		h    http.Header
-		want bool
+		h         http.Header
+		notBefore time.Time
+		want      bool
 	}{
-		{http.Header{}, false},
-		{http.Header{"Age": {"0"}}, true},
-		{http.Header{"Age": {"3600"}}, true},
-		{http.Header{"Cache-Control": {"max-age=60"}}, false},
+		{http.Header{}, time.Time{}, false},
+		{http.Header{"Age": {"0"}}, time.Time{}, false}, // a snapshot: under a second old, as good as concurrent
+		{http.Header{"Age": {"1"}}, time.Time{}, true},
+		{http.Header{"Age": {"0"}}, trust, false}, // CDNs stamp Age: 0 on what they pass through
+		{http.Header{"Age": {"1"}}, trust, false},
+		{http.Header{"Age": {"1"}}, now.Add(-time.Second), true}, // made before the trust moment, maybe
+		{http.Header{"Age": {"1"}}, now.Add(time.Second), false}, // before the trust moment: a not-found counts for nothing yet
+		{http.Header{"Age": {"60"}}, now.Add(time.Second), true},
+		{http.Header{"Age": {"4"}}, trust, true}, // within the window, but older than a lookup may take
+		{http.Header{"Age": {"3600"}}, trust, true},
+		{http.Header{"Age": {"-1"}}, trust, true},
+		{http.Header{"Age": {"soon"}}, trust, true},
+		{http.Header{"Cache-Control": {"max-age=60"}}, trust, false},
 	}
 	for _, c := range cases {
-		if _, got := servedByCache(c.h); got != c.want {
-			t.Errorf("servedByCache(%v) = %v, want %v", c.h, got, c.want)
+		if _, got := servedByCache(c.h, now, c.notBefore); got != c.want {
+			t.Errorf("servedByCache(%v, notBefore %v) = %v, want %v", c.h, c.notBefore.Sub(now), got, c.want)
 		}
 	}
 }

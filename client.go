@@ -640,7 +640,7 @@ func (c *Client) getObject(ctx context.Context, kind effectKind, path string) (e
 // attempts per page. A list the SDK cannot read whole is an error wrapping
 // ErrIncompleteList, with the items it did read.
 func (c *Client) listAll(ctx context.Context, kind effectKind, path string, q url.Values) ([]effect, error) {
-	items, complete, why, err := c.readList(ctx, path, q, c.policy.MaxAttempts)
+	items, complete, why, err := c.readList(ctx, path, q, c.policy.MaxAttempts, time.Time{})
 	if err != nil {
 		return nil, err
 	}

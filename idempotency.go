@@ -121,9 +121,9 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	// settles). Otherwise a snapshot comes first.
 	snapFirst := e.wantsSnapshot()
 	if !snapFirst {
-		floor, _ := c.srvClock.floor(now)
+		floor, usable := c.srvClock.usableFloor(now)
 		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
-		e.meta.Floor, e.meta.FloorOK = floor, true
+		e.meta.Floor, e.meta.FloorOK = floor, usable
 		// Counted from the save, before the token fetch that precedes the
 		// send: a process that picks this record up after a crash must
 		// allow for that fetch too.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,11 +102,11 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 	)
 	switch kind {
 	case kindPix, kindBoleto, kindCreditCard:
-		items, complete, why, err = c.readList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1)
+		items, complete, why, err = c.readList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
 	case kindRefund:
-		items, complete, why, err = c.readList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1)
+		items, complete, why, err = c.readList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1, m.TrustAfter)
 	case kindSubscribe:
-		items, complete, why, err = c.readList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1)
+		items, complete, why, err = c.readList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
 		if ae := (*APIError)(nil); errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405 || ae.StatusCode == 501) {
 			return lookupOutcome{kind: lookupUnsupported, reason: fmt.Sprintf("GET %s?external_reference= answered %d", wire.RouteSubscriptions, ae.StatusCode)}, nil
 		}
@@ -132,7 +133,7 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 	if err != nil {
 		return lookupOutcome{}, err
 	}
-	if why, cached := servedByCache(r.header); cached {
+	if why, cached := servedByCache(r.header, c.clock.Now(), m.TrustAfter); cached {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
 	sub, err := readEffect(effSubscription, r.body)
@@ -217,17 +218,17 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 	)
 	switch kind {
 	case kindRefund:
-		items, complete, _, err = c.readList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, attempts)
+		items, complete, _, err = c.readList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, attempts, time.Time{})
 	case kindPix, kindBoleto, kindCreditCard:
-		items, complete, _, err = c.readList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, attempts)
+		items, complete, _, err = c.readList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, attempts, time.Time{})
 	case kindSubscribe:
-		items, complete, _, err = c.readList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, attempts)
+		items, complete, _, err = c.readList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, attempts, time.Time{})
 	case kindPlanChange:
 		r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), attempts)
 		if err != nil {
 			return err
 		}
-		if why, cached := servedByCache(r.header); cached {
+		if why, cached := servedByCache(r.header, c.clock.Now(), time.Time{}); cached {
 			return fmt.Errorf("pagpolar: GET %s: %s", subscriptionPath(m.SubscriptionID), why)
 		}
 		sub, err := readEffect(effSubscription, r.body)
@@ -262,7 +263,9 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 // reach the next one). complete is false, with why, when the list may hold
 // more than the SDK could read: paging it cannot follow, a next page on
 // another host, a page that repeats. attempts bounds each page's read.
-func (c *Client) readList(ctx context.Context, path string, q url.Values, attempts int) (items []json.RawMessage, complete bool, why string, err error) {
+// notBefore is the moment a cached copy must postdate (servedByCache; zero
+// for a snapshot).
+func (c *Client) readList(ctx context.Context, path string, q url.Values, attempts int, notBefore time.Time) (items []json.RawMessage, complete bool, why string, err error) {
 	const maxPages = 200
 	u := c.url(path, q)
 	seenURL := map[string]bool{}
@@ -276,7 +279,7 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 		if err != nil {
 			return nil, false, "", err
 		}
-		if why, cached := servedByCache(r.header); cached {
+		if why, cached := servedByCache(r.header, c.clock.Now(), notBefore); cached {
 			return items, false, why, nil
 		}
 		page, err := wire.ParseList(r.body, r.header)
@@ -327,11 +330,37 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 // from the API: a cache that serves a stored answer gives its Age (RFC
 // 9111 §5.1), which an origin server does not send. Such an answer is no
 // proof of what the API holds now.
-func servedByCache(h http.Header) (string, bool) {
-	if age := h.Get("Age"); age != "" {
-		return "the answer was served by a cache (Age: " + oneLine(age) + "), not read from the API now", true
+//
+// Age is how long ago (whole seconds) the copy was made from the API's
+// answer. A copy of Age 0 or 1 made after notBefore is as good as a fresh
+// read (a lookup only needs the list as it was after its trust moment): at
+// client time now it was made at the latest now − Age − 1 s. For a
+// snapshot (notBefore zero) only Age 0 passes — a copy under a second old
+// is no worse than an effect made while the snapshot was read, which the
+// snapshot cannot see either. So CDNs that stamp "Age: 0" on every answer
+// they pass through do not stop lookups. An Age that is not a whole number
+// is read as cached.
+func servedByCache(h http.Header, now, notBefore time.Time) (string, bool) {
+	v := h.Get("Age")
+	if v == "" {
+		return "", false
 	}
-	return "", false
+	age, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	switch {
+	case err != nil || age < 0:
+	case notBefore.IsZero() && age == 0:
+		return "", false
+	case !notBefore.IsZero() && age <= 1 && now.Before(notBefore):
+		// Before the trust moment a not-found counts for nothing anyway,
+		// and what a copy lists did exist.
+		return "", false
+	case !notBefore.IsZero() && age <= 1 && !now.Add(-time.Duration(age+1)*time.Second).Before(notBefore):
+		// At most a second or two old: notBefore may be another host's
+		// clock, and this bounds what its skew could let through to what
+		// the trust moment's margins already allow for.
+		return "", false
+	}
+	return "the answer was served by a cache (Age: " + oneLine(v) + "), not read from the API after the moment a lookup needs", true
 }
 
 func itemID(raw json.RawMessage) string {

@@ -89,9 +89,6 @@ func (c *Client) learnFrom(kind string, m opMeta, eff effect) {
 	if eff.offerSt == wire.Read {
 		c.shapes.learnOffer(eff.Offer, m.OfferID)
 	}
-	if kind == kindRefund {
-		c.shapes.learnAmount(eff.Amount, m.Amount)
-	}
 	if eff.createdSt != wire.Read {
 		c.shapes.learnNoTimes()
 	}

@@ -71,18 +71,37 @@ func scrubPersonal(s string, private []string) string {
 		}
 	}
 	s = emailLike.ReplaceAllString(s, "[e-mail]")
-	return digitsLike.ReplaceAllStringFunc(s, func(m string) string {
+	locs := digitsLike.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, l := range locs {
+		m := s[l[0]:l[1]]
 		n := 0
 		for _, r := range m {
 			if r >= '0' && r <= '9' {
 				n++
 			}
 		}
-		if n >= 6 {
-			return "[number]"
+		// A run inside a word (an identifier such as sale_5b47861039ae or
+		// req_1234567) is kept: documents, cards and phones stand apart.
+		inWord := l[0] > 0 && wordChar(s[l[0]-1]) || l[1] < len(s) && wordChar(s[l[1]])
+		if n < 6 || inWord {
+			continue
 		}
-		return m
-	})
+		b.WriteString(s[last:l[0]])
+		b.WriteString("[number]")
+		last = l[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// wordChar: a letter, a digit or an underscore (ASCII).
+func wordChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // privateForms are the spellings of a private value an answer may echo: as

@@ -431,6 +431,10 @@ func TestScrubAnswer(t *testing.T) {
 		{"for Maria Silva <maria@example.com>", "for [redacted] <[e-mail]>"},
 		{"cpf 123.456.789-09 and 12345678909", "cpf [number] and [number]"},
 		{"offer offer-basic not found", "offer offer-basic not found"},
+		// Digit runs inside identifiers are kept (an outcome-unknown reason
+		// names the sale it found); documents and phones stand apart.
+		{"found sale sale_5b4786fbb8ef510309ae (request req_1234567)", "found sale sale_5b4786fbb8ef510309ae (request req_1234567)"},
+		{"phone +55 11 91234-5678, cpf:52998224725", "phone +[number], cpf:[number]"},
 	} {
 		if got := scrubAnswer(c.in, tok, []string{"Maria Silva"}); got != c.want {
 			t.Errorf("scrubAnswer(%q) = %q, want %q", c.in, got, c.want)

@@ -152,8 +152,7 @@ func (e *exec) markSend(ctx context.Context) error {
 	e.rec.Attempts++
 	if e.rec.FirstSentAt.IsZero() {
 		e.rec.FirstSentAt = now
-		e.meta.Floor, _ = c.srvClock.floor(now)
-		e.meta.FloorOK = c.srvClock.usable()
+		e.meta.Floor, e.meta.FloorOK = c.srvClock.usableFloor(now)
 	}
 	e.rec.LastSentAt = now
 	e.rec.State = keystore.StatePending
@@ -191,12 +190,18 @@ func (e *exec) onAmbiguous(v verdict, r *response) {
 		// We received the API's own answer: the request has ended. Only
 		// lookup lag can still hide its effect.
 		e.trustFrom(now, p.SettleDelay)
-	case vAmbiguous, vKeyUsed:
+	case vAmbiguous:
 		// The request may have reached the server as late as now (a slow
 		// dial, an intermediary that queued it), so its in-processing
-		// window is counted from now. (A 4xx naming the key may not be the
-		// API's own answer either: it ends nothing.)
+		// window is counted from now.
 		e.trustNoEarlier(now, p.trustDelay())
+	case vKeyUsed:
+		// As vAmbiguous (a 4xx naming the key may not be the API's own
+		// answer either: it ends nothing); and the key was used before, by
+		// this client or by another that derived it, at a time nothing
+		// tells: the key is shared, and nothing is excluded by time.
+		e.trustNoEarlier(now, p.trustDelay())
+		e.meta.Floor, e.meta.SharedFloor = time.Time{}, sharedAnyTime
 	case vInProgress:
 		// A request with this key is running now (perhaps sent by another
 		// host deriving the same key): it ends at most one window from now

@@ -73,15 +73,35 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 		rtt = 0
 	}
 	s.mu.Lock()
-	if c, ok := s.ceilingLocked(now); ok && stepped(d, c, tol) {
+	defer s.mu.Unlock()
+	c, ok := s.ceilingLocked(now)
+	if !ok {
+		// No recent sample: the estimator starts afresh, and what
+		// validated the old samples says nothing of the new ones (after a
+		// step that outlasted serverClockMaxAge, the new samples are the
+		// stepped ones). Validation is earned again by check.
 		s.validated = false
+	}
+	if ok && stepped(d, c, tol) {
+		// The clock writing Date jumped forward (or one answer came from
+		// a clock far ahead). The validation is withdrawn, and the sample
+		// is not kept: if it were, once most samples were stepped the
+		// floor would move with them — an hour late, excluding the
+		// operation's own effect — and a fresh answer checked against a
+		// floor taken before the jump would validate it again. Kept out,
+		// the floor stays consistent with what validated it; a step that
+		// lasts enters only once the earlier samples age out
+		// (serverClockMaxAge), and is then met by check's self-test
+		// before it can exclude anything (validated stays false until a
+		// fresh effect agrees with the new floor).
+		s.validated = false
+		return
 	}
 	s.samples[s.next] = clockSample{date: d, at: now, rtt: rtt}
 	s.next = (s.next + 1) % len(s.samples)
 	if s.n < len(s.samples) {
 		s.n++
 	}
-	s.mu.Unlock()
 }
 
 // floor returns a lower bound of the server's clock at client time now, or
@@ -89,6 +109,19 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 func (s *serverClock) floor(now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.floorLocked(now)
+}
+
+// usableFloor is floor and usable read under one lock: the floor a first
+// send records, and whether it may exclude effects (FloorOK).
+func (s *serverClock) usableFloor(now time.Time) (floor time.Time, usable bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.floorLocked(now)
+	return f, ok && s.validated
+}
+
+func (s *serverClock) floorLocked(now time.Time) (time.Time, bool) {
 	if s.disabled {
 		return time.Time{}, false
 	}

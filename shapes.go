@@ -24,11 +24,6 @@ type shapes struct {
 	// this operation's). offerDiffers: it once answered with another, so
 	// offers prove nothing.
 	offerEcho, offerDiffers bool
-	// amountEcho: the API answers a refund with the amount the client
-	// sent (under some reading); amountDiffers: it once answered with
-	// another, so a refund's amount proves nothing (its "amount" may be
-	// the sale's, the refund's under another name).
-	amountEcho, amountDiffers bool
 	// noTimes: the API once answered an effect without a creation time
 	// the SDK can read; charges then take a pre-send snapshot so that
 	// earlier effects are excluded by ID instead of by time.
@@ -88,28 +83,6 @@ func (s *shapes) offersProve() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.offerEcho && !s.offerDiffers
-}
-
-func (s *shapes) learnAmount(got wire.Amount, sent int64) {
-	if got.State != wire.Read {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if got.Matches(sent) {
-		s.amountEcho = true
-	} else {
-		s.amountDiffers = true
-	}
-}
-
-// amountsProve: a refund of another amount (under every reading) is
-// another refund only once this API has echoed refund amounts as sent,
-// and never answered with another.
-func (s *shapes) amountsProve() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.amountEcho && !s.amountDiffers
 }
 
 func (s *shapes) learnNoTimes() {
