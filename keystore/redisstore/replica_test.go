@@ -29,6 +29,17 @@ func TestWaitWithReplica(t *testing.T) {
 		info, err := replica.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
+	// The store counts replicas by the master's ROLE, which may list the
+	// replica a moment after the replica sees its link up (a CI run failed
+	// there: "master has 0 replicas attached").
+	waitFor(t, "the master to list its replica", func() bool {
+		role, err := master.Do(context.Background(), "ROLE").Slice()
+		if err != nil || len(role) < 3 {
+			return false
+		}
+		reps, ok := role[2].([]any)
+		return ok && len(reps) >= 1
+	})
 
 	s, err := New(master, WithWait(1, 2*time.Second), WithLogger(quietLogger()))
 	if err != nil {
