@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -28,18 +27,9 @@ import (
 func TestAdversarial2_InboxTestEventSettlesRealOperation(t *testing.T) {
 	for _, how := range []string{"body-test-flag", "header-only"} {
 		t.Run(how, func(t *testing.T) {
-			clock := pagpolartest.NewClock()
-			api := pagpolartest.NewServer(t, pagpolartest.WithClock(clock), pagpolartest.WithProcessingWindow(300*time.Millisecond))
-			keys := keystore.NewMemoryWithClock(clock)
-			client, err := pagpolar.NewClient(api.CredentialID, pagpolar.StaticToken(api.Token), pagpolar.WithBaseURL(api.URL), pagpolar.WithStore(keys),
-				pagpolar.WithClock(clock), pagpolar.WithLogger(slog.New(slog.DiscardHandler)),
-				pagpolar.WithRetryPolicy(pagpolar.RetryPolicy{ProcessingWindow: 300 * time.Millisecond, WindowMargin: 50 * time.Millisecond, SettleDelay: 60 * time.Millisecond,
-					LookupInterval: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond, AttemptTimeout: time.Second, LeaseTTL: 3 * time.Second, MaxSettleWait: 2 * time.Second}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			clock, api, keys, client := settleClient(t)
 			ctx := ctxFor(t)
-			cust := pagpolar.Customer{Name: "Ana", Email: "ana@example.com", Document: "529.982.247-25"}
+			cust := settleCustomer
 			if _, err := client.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "warm-up", Customer: cust}); err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +39,7 @@ func TestAdversarial2_InboxTestEventSettlesRealOperation(t *testing.T) {
 			api.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 			p := pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "PEDIDO-1234", Customer: cust}
 			cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
-			_, err = client.Payments.Pix(cctx, p)
+			_, err := client.Payments.Pix(cctx, p)
 			cancel()
 			if !errors.Is(err, pagpolar.ErrOutcomeUnknown) {
 				t.Fatalf("charge: %v, want unknown", err)

@@ -24,18 +24,9 @@ import (
 // Events that do not match (another offer, another method, a subscription
 // older than the first send) leave an operation unknown.
 func e2eSettlesUnknownSubscribe(t *testing.T, open func() webhook.Store) {
-	clock := pagpolartest.NewClock()
-	api := pagpolartest.NewServer(t, pagpolartest.WithClock(clock), pagpolartest.WithoutSubscriptionLookup(), pagpolartest.WithProcessingWindow(300*time.Millisecond))
-	keys := keystore.NewMemoryWithClock(clock)
-	client, err := pagpolar.NewClient(api.CredentialID, pagpolar.StaticToken(api.Token), pagpolar.WithBaseURL(api.URL), pagpolar.WithStore(keys),
-		pagpolar.WithClock(clock), pagpolar.WithLogger(slog.New(slog.DiscardHandler)),
-		pagpolar.WithRetryPolicy(pagpolar.RetryPolicy{ProcessingWindow: 300 * time.Millisecond, WindowMargin: 50 * time.Millisecond, SettleDelay: 60 * time.Millisecond,
-			LookupInterval: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond, AttemptTimeout: time.Second, LeaseTTL: 3 * time.Second, MaxSettleWait: 2 * time.Second}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, api, keys, client := settleClient(t, pagpolartest.WithoutSubscriptionLookup())
 	ctx := ctxFor(t)
-	cust := pagpolar.Customer{Name: "Ana", Email: "ana@example.com", Document: "529.982.247-25"}
+	cust := settleCustomer
 	// An earlier charge went through: the client knows the API's clock.
 	if _, err := client.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "warm-up", Customer: cust}); err != nil {
 		t.Fatal(err)
@@ -137,23 +128,14 @@ func e2eSettlesUnknownSubscribe(t *testing.T, open func() webhook.Store) {
 // running the handler twice. Before settle_later.go the operation stayed
 // unknown.
 func e2eSettlesHeldLater(t *testing.T, open func() webhook.Store) {
-	clock := pagpolartest.NewClock()
-	api := pagpolartest.NewServer(t, pagpolartest.WithClock(clock), pagpolartest.WithoutSubscriptionLookup(), pagpolartest.WithProcessingWindow(300*time.Millisecond))
-	keys := keystore.NewMemoryWithClock(clock)
-	client, err := pagpolar.NewClient(api.CredentialID, pagpolar.StaticToken(api.Token), pagpolar.WithBaseURL(api.URL), pagpolar.WithStore(keys),
-		pagpolar.WithClock(clock), pagpolar.WithLogger(slog.New(slog.DiscardHandler)),
-		pagpolar.WithRetryPolicy(pagpolar.RetryPolicy{ProcessingWindow: 300 * time.Millisecond, WindowMargin: 50 * time.Millisecond, SettleDelay: 60 * time.Millisecond,
-			LookupInterval: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond, AttemptTimeout: time.Second, LeaseTTL: 3 * time.Second, MaxSettleWait: 2 * time.Second}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, api, keys, client := settleClient(t, pagpolartest.WithoutSubscriptionLookup())
 	ctx := ctxFor(t)
-	cust := pagpolar.Customer{Name: "Ana", Email: "ana@example.com", Document: "529.982.247-25"}
+	cust := settleCustomer
 	if _, err := client.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "warm-up", Customer: cust}); err != nil {
 		t.Fatal(err)
 	}
 	api.Inject(pagpolartest.Fault{Route: "subscribe", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
-	_, err = client.Subscriptions.Subscribe(ctx, pagpolar.SubscribeParams{OfferID: "plan-basic", ExternalReference: "sub-held", Customer: cust, PaymentMethod: "pix"})
+	_, err := client.Subscriptions.Subscribe(ctx, pagpolar.SubscribeParams{OfferID: "plan-basic", ExternalReference: "sub-held", Customer: cust, PaymentMethod: "pix"})
 	if !errors.Is(err, pagpolar.ErrOutcomeUnknown) {
 		t.Fatalf("subscribe: %v, want ErrOutcomeUnknown (no subscription lookup)", err)
 	}
@@ -216,4 +198,25 @@ func e2eSettlesHeldLater(t *testing.T, open func() webhook.Store) {
 		}
 		return true
 	})
+}
+
+// settleCustomer is the customer of the settling tests' charges.
+var settleCustomer = pagpolar.Customer{Name: "Ana", Email: "ana@example.com", Document: "529.982.247-25"}
+
+// settleClient is a fake API on a test clock (windows of 300 ms), a memory
+// key store on the same clock and a client over both with short policy
+// windows: the client a Config.Settle of the settling tests uses.
+func settleClient(t *testing.T, opts ...pagpolartest.Option) (*pagpolartest.Clock, *pagpolartest.Server, *keystore.Memory, *pagpolar.Client) {
+	t.Helper()
+	clock := pagpolartest.NewClock()
+	api := pagpolartest.NewServer(t, append([]pagpolartest.Option{pagpolartest.WithClock(clock), pagpolartest.WithProcessingWindow(300 * time.Millisecond)}, opts...)...)
+	keys := keystore.NewMemoryWithClock(clock)
+	client, err := pagpolar.NewClient(api.CredentialID, pagpolar.StaticToken(api.Token), pagpolar.WithBaseURL(api.URL), pagpolar.WithStore(keys),
+		pagpolar.WithClock(clock), pagpolar.WithLogger(slog.New(slog.DiscardHandler)),
+		pagpolar.WithRetryPolicy(pagpolar.RetryPolicy{ProcessingWindow: 300 * time.Millisecond, WindowMargin: 50 * time.Millisecond, SettleDelay: 60 * time.Millisecond,
+			LookupInterval: 20 * time.Millisecond, MaxRetryAfter: 20 * time.Millisecond, AttemptTimeout: time.Second, LeaseTTL: 3 * time.Second, MaxSettleWait: 2 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, api, keys, client
 }
