@@ -129,11 +129,12 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 // lookupPlanChange reads the subscription: its plan changes if the API
 // lists them, else its current offer.
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
+	sent := c.clock.Now()
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
 	}
-	if why, cached := servedByCache(r.header, c.clock.Now(), m.TrustAfter); cached {
+	if why, cached := servedByCache(r.header, sent, m.TrustAfter); cached {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
 	sub, err := readEffect(effSubscription, r.body)
@@ -275,11 +276,12 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 			return items, false, "the list's next page points back at a page already read", nil
 		}
 		seenURL[u.String()] = true
+		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
 			return nil, false, "", err
 		}
-		if why, cached := servedByCache(r.header, c.clock.Now(), notBefore); cached {
+		if why, cached := servedByCache(r.header, sent, notBefore); cached {
 			return items, false, why, nil
 		}
 		page, err := wire.ParseList(r.body, r.header)
@@ -333,19 +335,31 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 //
 // Age is how long ago (whole seconds) the copy was made from the API's
 // answer. A copy of Age 0 or 1 made after notBefore is as good as a fresh
-// read (a lookup only needs the list as it was after its trust moment): at
-// client time now it was made at the latest now − Age − 1 s. For a
+// read (a lookup only needs the list as it was after its trust moment):
+// with now the moment the request was sent (the answer may have taken
+// long to arrive), it was made no earlier than now − Age − 1 s. For a
 // snapshot (notBefore zero) only Age 0 passes — a copy under a second old
 // is no worse than an effect made while the snapshot was read, which the
 // snapshot cannot see either. So CDNs that stamp "Age: 0" on every answer
 // they pass through do not stop lookups. An Age that is not a whole number
 // is read as cached.
 func servedByCache(h http.Header, now, notBefore time.Time) (string, bool) {
-	v := h.Get("Age")
-	if v == "" {
+	vs := h.Values("Age")
+	if len(vs) == 0 {
 		return "", false
 	}
-	age, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	// Several caches may each add one: the oldest counts, and one that
+	// cannot be read makes the copy cached.
+	v, age := strings.Join(vs, ", "), int64(-1)
+	var err error
+	for _, x := range vs {
+		var a int64
+		if a, err = strconv.ParseInt(strings.TrimSpace(x), 10, 64); err != nil || a < 0 {
+			age = -1
+			break
+		}
+		age = max(age, a)
+	}
 	switch {
 	case err != nil || age < 0:
 	case notBefore.IsZero() && age == 0:

@@ -82,6 +82,15 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 		// stepped ones). Validation is earned again by check.
 		s.validated = false
 	}
+	if f, fok := s.floorLocked(now); fok && d.Add(time.Second+tol).Before(f) {
+		// The clock writing Date stepped back past what earlier answers
+		// proved: the floor is now ahead of the API's clock and would
+		// exclude the operation's own effect. Off for good — operations
+		// already under way recorded FloorOK, and only off() stops their
+		// exclusion.
+		s.validated, s.disabled = false, true
+		return
+	}
 	if ok && stepped(d, c, tol) {
 		// The clock writing Date jumped forward (or one answer came from
 		// a clock far ahead). The validation is withdrawn, and the sample
