@@ -4,14 +4,14 @@ package pagpolar
 // on c8d2c55 (TestUnseenReview2_ServerClockStepsBack also before it).
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"fmt"
 	"strconv"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
