@@ -576,11 +576,22 @@ func TestAdversarial_PlanChangeAnswerWithoutSubscriptionIDSkipsStatus(t *testing
 			defer api.Close()
 			c := f.client(t, WithStore(f.store), WithBaseURL(api.URL))
 			r, err := c.Subscriptions.ChangePlan(f.ctx, ChangePlanParams{OperationID: "pc-sched", SubscriptionID: sub.Subscription.ID, NewOfferID: "plan-pro"})
-			if err == nil {
-				t.Errorf("SUCCEEDED WITHOUT EFFECT: plan change %q recorded succeeded (status %q, source %s); the API made no change (plan changes in the ledger: %d)",
-					r.PlanChange.ID, r.PlanChange.Status, r.Operation.Source, len(f.srv.Ledger().PlanChanges))
-			} else {
-				t.Logf("outcome: %v", err)
+			// The status is read whatever the body carries: a rejected
+			// change is refused; a scheduled one exists and is reported
+			// scheduled, never applied (SAFETY rule 3: the status is the
+			// decision).
+			switch tc.status {
+			case "rejected":
+				if !errors.Is(err, ErrRefused) {
+					t.Errorf("a rejected plan change answered 200: got %v (result %+v), want ErrRefused", err, r)
+				}
+			case "scheduled":
+				if err != nil {
+					t.Fatalf("a scheduled plan change answered 200: got %v, want success with DecisionScheduled", err)
+				}
+				if r.Decision() != DecisionScheduled || r.PlanChange.Status != "scheduled" {
+					t.Errorf("decision %q (status %q), want %q", r.Decision(), r.PlanChange.Status, DecisionScheduled)
+				}
 			}
 		})
 	}

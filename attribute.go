@@ -19,7 +19,9 @@ import (
 //     send on the server's own clock (servertime.go);
 //   - this operation's when every field it is checked on agrees;
 //   - unclear otherwise: an unrecognised spelling, a missing field that
-//     the decision needs, an unreadable time, an unknown status.
+//     the decision needs, an unreadable time. A status is never a reason
+//     to be unclear: it is the effect's decision (decision.go), and only
+//     a refusal status fails the operation.
 //
 // Unclear never becomes "not found", "failed" or "not executed": the
 // operation ends in ErrOutcomeUnknown naming the effect. Everything here
@@ -296,17 +298,16 @@ func compareTime(e effect, f opFacts) (attribution, string, bool) {
 	return attrUnclear, fmt.Sprintf("%s has %s, and no pre-send snapshot proves it new", e.label(), why), true
 }
 
+// byStatus ends an attribution whose fields all agree: the effect is
+// this operation's. Existence and decision are two answers (SAFETY rule
+// 3): a refusal status makes it ours and refused; any other status —
+// decided or not, recognised or not, or none — makes it ours, and the
+// status is reported as its decision (DecisionUnrecognized when unknown).
 func byStatus(e effect) (attribution, string) {
-	switch e.statusClass() {
-	case wire.StatusCreated:
-		return attrOurs, ""
-	case wire.StatusRefused:
+	if e.refused() {
 		return attrOursRefused, fmt.Sprintf("%s is %s", e.label(), e.Status)
 	}
-	if e.statusSt != wire.Read {
-		return attrUnclear, e.label() + " has no status the SDK can read"
-	}
-	return attrUnclear, fmt.Sprintf("%s has status %q, which the SDK does not take for success or refusal", e.label(), e.Status)
+	return attrOurs, ""
 }
 
 // judged is one effect with its verdict.

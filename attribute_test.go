@@ -82,7 +82,9 @@ func TestAttributeFound(t *testing.T) {
 		{"another offer, echo not learned", effSale, strings.Replace(sale(`,"payment_method":"pix"`), "offer-basic", "offer-premium", 1), pixFacts, attrUnclear},
 		{"another offer, echo learned", effSale, strings.Replace(sale(`,"payment_method":"pix"`), "offer-basic", "offer-premium", 1), func() opFacts { f := pixFacts(); f.shapes = echo; return f }, attrOther},
 		{"declined", effSale, sale(`,"payment_method":"credit_card","status":"declined"`), cardFacts, attrOursRefused},
-		{"unknown status", effSale, sale(`,"payment_method":"credit_card","status":"in_analysis"`), cardFacts, attrUnclear},
+		{"card in analysis: ours, undecided", effSale, sale(`,"payment_method":"credit_card","status":"in_analysis"`), cardFacts, attrOurs},
+		{"status nobody documented: ours, unrecognized", effSale, sale(`,"payment_method":"credit_card","status":"zz_new"`), cardFacts, attrOurs},
+		{"Portuguese refusal", effSale, sale(`,"payment_method":"credit_card","status":"Recusado"`), cardFacts, attrOursRefused},
 		{"no identifier", effSale, `{"payment_method":"pix","status":"pending"}`, pixFacts, attrUnclear},
 		{"field-id shape", effSale, strings.Replace(sale(`,"payment_method":"pix"`), `"identifier"`, `"id"`, 1), pixFacts, attrOurs},
 		// Refunds.
@@ -96,7 +98,9 @@ func TestAttributeFound(t *testing.T) {
 		{"refund without amount", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","status":"completed"}`, refundFacts, attrUnclear},
 		{"refund of another sale", effRefund, `{"identifier":"rf_9","sale_identifier":"s2","amount":1500,"status":"completed"}`, refundFacts, attrOther},
 		{"refund in the snapshot", effRefund, `{"identifier":"rf_old","sale_identifier":"s1","amount":1500,"status":"completed"}`, refundFacts, attrOther},
-		{"refund requested", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":1500,"status":"requested"}`, refundFacts, attrUnclear},
+		// A status is the decision, never a reason to be unclear (SAFETY
+		// rule 3): a requested refund is ours, undecided.
+		{"refund requested", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":1500,"status":"requested"}`, refundFacts, attrOurs},
 		{"refund failed", effRefund, `{"identifier":"rf_9","sale_identifier":"s1","amount":1500,"status":"failed"}`, refundFacts, attrOursRefused},
 		// Subscriptions and plan changes.
 		{"subscription changed plan since", effSubscription, `{"id":"sub_9","external_reference":"o1","offer_identifier":"plan-pro","payment_method":"pix","status":"active","created_at":"` + ts(time.Second) + `","plan_changes":[{"id":"pc1","from_offer_identifier":"offer-basic","offer_identifier":"plan-pro"}]}`,
@@ -112,7 +116,7 @@ func TestAttributeFound(t *testing.T) {
 		{"plan change scheduled", effPlanChange, `{"id":"pc9","offer_identifier":"plan-pro","status":"scheduled"}`,
 			func() opFacts {
 				return opFacts{kind: kindPlanChange, subID: "sub_1", offer: "plan-pro", snapshotted: true, shapes: &shapes{}}
-			}, attrUnclear},
+			}, attrOurs},
 	}
 	for _, c := range cases {
 		e, err := readEffect(c.kind, []byte(c.body))
@@ -137,7 +141,7 @@ func TestAttributeAnswer(t *testing.T) {
 		{"fresh, another method: our shape guess is wrong", sale(`,"payment_method":"boleto"`), pixFacts, false, attrUnclear},
 		{"fresh, declined card", sale(`,"payment_method":"credit_card","status":"declined"`), cardFacts, false, attrOursRefused},
 		{"fresh, no identifier", `{"payment_method":"pix","status":"pending"}`, pixFacts, false, attrUnclear},
-		{"fresh, no status", `{"identifier":"s9","payment_method":"pix"}`, pixFacts, false, attrUnclear},
+		{"fresh, no status: the effect exists, its decision unrecognized", `{"identifier":"s9","payment_method":"pix"}`, pixFacts, false, attrOurs},
 		{"replay for another reference: collision", strings.Replace(sale(`,"payment_method":"pix"`), `"o1"`, `"o2"`, 1), pixFacts, true, attrOther},
 		{"replay, reference differing in case only", strings.Replace(sale(`,"payment_method":"pix"`), `"o1"`, `"O1"`, 1), pixFacts, true, attrUnclear},
 		{"replay of a boleto for a PIX operation: collision", sale(`,"payment_method":"boleto"`), pixFacts, true, attrOther},

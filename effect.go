@@ -40,6 +40,10 @@ type effect struct {
 	CreatedRes time.Duration
 	createdSt  wire.FieldState
 
+	// decided: the decision when it is not read from Status (a plan change
+	// answered with the subscription); empty otherwise.
+	decided Decision
+
 	// Subscriptions: whether the answer lists plan changes at all, and the
 	// from-offer of the first one (the offer subscribed to).
 	planChanges   []json.RawMessage
@@ -91,28 +95,26 @@ func idField(o wire.Object, names []string) (string, wire.FieldState) {
 	return v, st
 }
 
-// statusClass is what the effect's status says, by its kind's table.
-func (e effect) statusClass() wire.StatusClass {
+// refused reports whether the effect's status is a refusal (a declined
+// sale, a failed refund): the only status that fails an operation. Any
+// other status — undecided, unknown, or none the SDK can read — is the
+// decision of an effect that exists (SAFETY rule 3).
+func (e effect) refused() bool {
+	if e.decided != "" {
+		return e.decided.Refused()
+	}
+	return e.statusSt == wire.Read && refusal(e.kind, e.Status)
+}
+
+// decision is what the effect's status says (decision.go).
+func (e effect) decision() Decision {
+	if e.decided != "" {
+		return e.decided
+	}
 	if e.statusSt != wire.Read {
-		return wire.StatusUnknown
+		return DecisionUnrecognized
 	}
-	switch e.kind {
-	case effSale:
-		c := wire.ClassifyStatus(wire.SaleStatuses, e.Status)
-		if c == wire.StatusCreated && wire.Normalize(e.Status) == wire.SaleStatusPending {
-			if m, ok := wire.CanonicalMethod(e.Method); ok && wire.MethodFamily(m) == "card" {
-				// A PIX or boleto sale is pending until paid; a card sale that
-				// is pending is still being decided (it may yet be declined).
-				return wire.StatusUnknown
-			}
-		}
-		return c
-	case effRefund:
-		return wire.ClassifyStatus(wire.RefundStatuses, e.Status)
-	case effSubscription:
-		return wire.ClassifyStatus(wire.SubscriptionStatuses, e.Status)
-	}
-	return wire.ClassifyStatus(wire.PlanChangeStatuses, e.Status)
+	return decisionOf(e.kind, e.Status)
 }
 
 // label names the effect in reasons and errors.
@@ -127,7 +129,7 @@ func (e effect) label() string {
 // recognised, else as the API sent them; times the SDK cannot read are zero.
 
 func (e effect) sale(sh *shapes) Sale {
-	s := Sale{ID: e.ID, Status: e.Status, ExternalReference: e.Ref, PaymentMethod: reportedMethod(sh, e.Method),
+	s := Sale{ID: e.ID, Status: e.Status, Decision: e.decision(), ExternalReference: e.Ref, PaymentMethod: reportedMethod(sh, e.Method),
 		OfferID: e.Offer, SubscriptionID: e.SubID, Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
 	s.RefundedAmount = e.obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
 	if raw, ok := e.obj.Get("pix"); ok {
@@ -154,15 +156,16 @@ func (e effect) sale(sh *shapes) Sale {
 }
 
 func (e effect) refund() Refund {
-	return Refund{ID: e.ID, SaleID: e.SaleID, Amount: e.Amount.Best(), Status: e.Status, CreatedAt: e.createdOrZero()}
+	return Refund{ID: e.ID, SaleID: e.SaleID, Amount: e.Amount.Best(), Status: e.Status, Decision: e.decision(), CreatedAt: e.createdOrZero()}
 }
 
 func (e effect) planChange() PlanChange {
-	return PlanChange{ID: e.ID, SubscriptionID: e.SubID, FromOfferID: e.FromOffer, OfferID: e.Offer, Status: e.Status, CreatedAt: e.createdOrZero()}
+	return PlanChange{ID: e.ID, SubscriptionID: e.SubID, FromOfferID: e.FromOffer, OfferID: e.Offer, Status: e.Status,
+		Decision: e.decision(), CreatedAt: e.createdOrZero()}
 }
 
 func (e effect) subscription(sh *shapes) Subscription {
-	s := Subscription{ID: e.ID, Status: e.Status, ExternalReference: e.Ref, OfferID: e.Offer,
+	s := Subscription{ID: e.ID, Status: e.Status, Decision: e.decision(), ExternalReference: e.Ref, OfferID: e.Offer,
 		PaymentMethod: reportedMethod(sh, e.Method), Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
 	s.NextBillingAt, _ = e.obj.Str([]string{"next_billing_at", "nextBillingAt", "next_charge_at"})
 	for _, raw := range e.planChanges {

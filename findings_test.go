@@ -201,10 +201,14 @@ func TestFinding_PagedSaleList(t *testing.T) {
 func TestFinding_StatusIn2xxIsChecked(t *testing.T) {
 	cases := []struct {
 		name, status string
-		want         error // nil: ErrOutcomeUnknown
+		want         error    // nil: succeeded
+		decision     Decision // when succeeded
 	}{
-		{"declined", "declined", ErrDeclined},
-		{"unknown", "in_analysis", nil},
+		{"declined", "declined", ErrDeclined, ""},
+		// A status that is not a refusal is the decision of an effect that
+		// exists (SAFETY rule 3), never an unknown outcome.
+		{"in-analysis", "in_analysis", nil, DecisionInAnalysis},
+		{"undocumented", "zz_new_status", nil, DecisionUnrecognized},
 	}
 	for _, tc := range cases {
 		t.Run("sale/"+tc.name, func(t *testing.T) {
@@ -222,7 +226,16 @@ func TestFinding_StatusIn2xxIsChecked(t *testing.T) {
 				return v
 			})
 			c := f.client(t, WithStore(f.store), WithBaseURL(proxy))
-			_, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-st-" + tc.name, Customer: goodCustomer, CardToken: "tok_ok"})
+			ch, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-st-" + tc.name, Customer: goodCustomer, CardToken: "tok_ok"})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("got %v, want success with decision %q", err, tc.decision)
+				}
+				if ch.Decision() != tc.decision || ch.Sale.Status != tc.status {
+					t.Fatalf("decision %q (status %q), want %q (status %q)", ch.Decision(), ch.Sale.Status, tc.decision, tc.status)
+				}
+				return
+			}
 			checkStatusOutcome(t, err, tc.want)
 		})
 	}

@@ -184,7 +184,7 @@ func subscriptionState(sub effect, f opFacts) lookupOutcome {
 	case sub.idSt != wire.Read || sub.offerSt != wire.Read:
 		return lookupOutcome{kind: lookupUnclear, reason: "the subscription's answer lists no plan changes and shows no offer the SDK can read"}
 	case sub.Offer == f.offer && f.snapOffer != "" && f.snapOffer != f.offer:
-		pc := effect{kind: effPlanChange, SubID: sub.ID, Offer: f.offer, FromOffer: f.snapOffer, idSt: wire.Absent, Status: sub.Status}
+		pc := effect{kind: effPlanChange, SubID: sub.ID, Offer: f.offer, FromOffer: f.snapOffer, idSt: wire.Absent, Status: sub.Status, decided: DecisionApplied}
 		return lookupOutcome{kind: lookupSucceeded, effect: pc}
 	case sub.Offer == f.offer:
 		return lookupOutcome{kind: lookupUnclear, refs: []string{sub.ID}, reason: "the subscription is on the new offer, and no snapshot shows it was on another before this operation"}

@@ -110,7 +110,8 @@ func (e *exec) planChangeAnsweredWithSubscription(ctx context.Context, r *respon
 			lo = lookupOutcome{kind: lookupUnclear, reason: err.Error()}
 		}
 	} else if sub.offerSt == wire.Read && sub.Offer == e.meta.OfferID {
-		lo = lookupOutcome{kind: lookupSucceeded, effect: effect{kind: effPlanChange, SubID: sub.ID, Offer: sub.Offer, FromOffer: e.meta.SnapshotOffer, Status: sub.Status}}
+		lo = lookupOutcome{kind: lookupSucceeded, effect: effect{kind: effPlanChange, SubID: sub.ID, Offer: sub.Offer, FromOffer: e.meta.SnapshotOffer,
+			Status: sub.Status, statusSt: sub.statusSt, decided: DecisionApplied}}
 	} else {
 		lo = lookupOutcome{kind: lookupUnclear, refs: []string{sub.ID}, reason: "the plan change was answered with the subscription, which is not on the new offer (yet)"}
 	}
@@ -119,6 +120,17 @@ func (e *exec) planChangeAnsweredWithSubscription(ctx context.Context, r *respon
 		return e.succeed(ctx, lo.effect, src)
 	case lookupFailed:
 		return nil, e.refused(ctx, lo.effect, lo.reason, src)
+	}
+	if src == SourceResponse {
+		// A first (not replayed) 2xx to this very request: the change was
+		// accepted (the effect exists), though the subscription does not
+		// show it yet — an API that applies changes at the next billing
+		// cycle answers so. Its decision is "scheduled" (SAFETY rule 3).
+		from := e.meta.SnapshotOffer
+		if sub.offerSt == wire.Read {
+			from = sub.Offer
+		}
+		return e.succeed(ctx, effect{kind: effPlanChange, SubID: sub.ID, Offer: e.meta.OfferID, FromOffer: from, decided: DecisionScheduled}, src)
 	}
 	e.meta.Saw2xx = true
 	e.meta.noteUnclear(lo.refs)
@@ -190,17 +202,27 @@ func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, e
 	return &settled{rec: e.rec, op: e.op(src), value: value}, nil
 }
 
-// resultValue is the typed result of an effect.
+// resultValue is the typed result of an effect, its decision stamped
+// with the moment the SDK learned it.
 func (c *Client) resultValue(kind string, eff effect) any {
+	now := c.clock.Now().UTC()
 	switch kind {
 	case kindRefund:
-		return eff.refund()
+		r := eff.refund()
+		r.DecisionAt = now
+		return r
 	case kindSubscribe:
-		return eff.subscription(&c.shapes)
+		s := eff.subscription(&c.shapes)
+		s.DecisionAt = now
+		return s
 	case kindPlanChange:
-		return eff.planChange()
+		p := eff.planChange()
+		p.DecisionAt = now
+		return p
 	}
-	return eff.sale(&c.shapes)
+	s := eff.sale(&c.shapes)
+	s.DecisionAt = now
+	return s
 }
 
 // refused records an effect the API recorded as refused (a declined sale,

@@ -171,6 +171,9 @@ func (c *Client) fromRecord(opID string, rec keystore.Record) (*settled, error) 
 	op := Operation{ID: opID, Key: rec.Key, Source: SourceLocalRecord, Attempts: rec.Attempts}
 	switch rec.State {
 	case keystore.StateSucceeded:
+		if d := decisionOfRecord(rec.Result); d.Decision.Refused() {
+			return nil, laterRefusal(opID, rec, d)
+		}
 		return &settled{rec: rec, op: op}, nil
 	case keystore.StateFailed:
 		var f storedFailure

@@ -17,11 +17,15 @@ type Customer struct {
 }
 
 // Sale is a PagPolar sale. Amounts are integer centavos. Status is kept as
-// the API sends it: values the SDK does not know are preserved, never
-// interpreted as success.
+// the API sends it; Decision is what the SDK reads in it (a status it does
+// not know is DecisionUnrecognized, never paid), and DecisionAt when the
+// SDK learned it (its own clock): a later answer, webhook event or
+// Client.Refresh moves it forward.
 type Sale struct {
 	ID                string      `json:"id"`
 	Status            string      `json:"status"`
+	Decision          Decision    `json:"decision"`
+	DecisionAt        time.Time   `json:"decision_at"`
 	ExternalReference string      `json:"external_reference"`
 	PaymentMethod     string      `json:"payment_method"`
 	OfferID           string      `json:"offer_id,omitempty"`
@@ -47,20 +51,26 @@ type BoletoInfo struct {
 	DueDate string `json:"due_date"`
 }
 
-// Refund is a (possibly partial) refund of a sale.
+// Refund is a (possibly partial) refund of a sale. Status, Decision and
+// DecisionAt as in Sale: a refund may be requested now and completed later.
 type Refund struct {
-	ID        string    `json:"id"`
-	SaleID    string    `json:"sale_id"`
-	Amount    int64     `json:"amount"`
-	Status    string    `json:"status"`
-	CreatedAt time.Time `json:"created_at"`
+	ID         string    `json:"id"`
+	SaleID     string    `json:"sale_id"`
+	Amount     int64     `json:"amount"`
+	Status     string    `json:"status"`
+	Decision   Decision  `json:"decision"`
+	DecisionAt time.Time `json:"decision_at"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // Subscription is a recurring charge. Each renewal is a new Sale under the
-// subscription's external reference.
+// subscription's external reference. Status, Decision and DecisionAt as
+// in Sale.
 type Subscription struct {
 	ID                string       `json:"id"`
 	Status            string       `json:"status"`
+	Decision          Decision     `json:"decision"`
+	DecisionAt        time.Time    `json:"decision_at"`
 	ExternalReference string       `json:"external_reference"`
 	OfferID           string       `json:"offer_id"`
 	PaymentMethod     string       `json:"payment_method"`
@@ -70,13 +80,18 @@ type Subscription struct {
 	PlanChanges       []PlanChange `json:"plan_changes,omitempty"`
 }
 
-// PlanChange moves a subscription to another plan's offer.
+// PlanChange moves a subscription to another plan's offer. Status,
+// Decision and DecisionAt as in Sale: a change accepted now and applied at
+// the next billing cycle is DecisionScheduled. ID is empty when the API
+// answered the change with the subscription rather than a plan change.
 type PlanChange struct {
 	ID             string    `json:"id"`
 	SubscriptionID string    `json:"subscription_id"`
 	FromOfferID    string    `json:"from_offer_id,omitempty"`
 	OfferID        string    `json:"offer_id"`
 	Status         string    `json:"status"`
+	Decision       Decision  `json:"decision"`
+	DecisionAt     time.Time `json:"decision_at"`
 	CreatedAt      time.Time `json:"created_at"`
 }
 

@@ -338,9 +338,11 @@ const (
 )
 
 // Status tables per effect kind (keys normalised like methods). ASSUMED.
-// Statuses that say the effect is still being decided ("in_analysis",
-// "requested", "processing", "scheduled") are deliberately absent: they
-// are neither a success nor a refusal.
+// What matters for safety is StatusRefused: the only class that fails an
+// operation. Every other status — listed here, undecided ("in_analysis",
+// "requested", "processing", "scheduled") or unknown — is the decision of
+// an effect that exists; the SDK's decision tables (the root package's
+// decision.go) name them.
 var (
 	SaleStatuses = map[string]StatusClass{
 		SaleStatusPending: StatusCreated, "waiting_payment": StatusCreated, "awaiting_payment": StatusCreated,
@@ -350,11 +352,14 @@ var (
 		SaleStatusCanceled: StatusCreated, "cancelled": StatusCreated, SaleStatusExpired: StatusCreated,
 		SaleStatusDeclined: StatusRefused, "refused": StatusRefused, "failed": StatusRefused,
 		"denied": StatusRefused, "rejected": StatusRefused, "not_authorized": StatusRefused,
+		"recusado": StatusRefused, "recusada": StatusRefused, "negado": StatusRefused, "negada": StatusRefused,
+		"reprovado": StatusRefused, "reprovada": StatusRefused,
 	}
 	RefundStatuses = map[string]StatusClass{
 		RefundStatusPending: StatusCreated, RefundStatusCompleted: StatusCreated, "succeeded": StatusCreated,
 		"refunded": StatusCreated, "done": StatusCreated,
 		RefundStatusFailed: StatusRefused, "rejected": StatusRefused, "refused": StatusRefused, "denied": StatusRefused,
+		"recusado": StatusRefused, "negado": StatusRefused,
 	}
 	// No refusals: a subscription marked failed may still be retrying its
 	// payment (a declined card subscribe is a declined sale, not a
