@@ -211,6 +211,17 @@ func decisionOfRecord(result []byte) storedDecision {
 	return d
 }
 
+// recordDecision is a succeeded record's decision ("" for other states).
+func recordDecision(rec keystore.Record) Decision {
+	if rec.State != keystore.StateSucceeded {
+		return ""
+	}
+	if d := decisionOfRecord(rec.Result).Decision; d != "" {
+		return d
+	}
+	return DecisionUnrecognized
+}
+
 // laterRefusal is the error of an operation whose effect the API refused
 // after its first answer (a card pending, then declined): the request took
 // effect, and nothing was charged by it. Like a decline in the first

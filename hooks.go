@@ -20,6 +20,9 @@ const (
 	EventSettle  EventKind = "settle"  // the operation reached a state (State, Source)
 	EventReplay  EventKind = "replay"  // the API answered with Idempotency-Replayed: true
 	EventBudget  EventKind = "budget"  // a retry was refused by the retry budget
+	// EventDecision: a succeeded operation's decision moved forward
+	// (Decision, Source: a webhook event or a read).
+	EventDecision EventKind = "decision"
 )
 
 // Event is one observation. Fields not meaningful for a kind are zero.
@@ -33,6 +36,7 @@ type Event struct {
 	Cause       string // e.g. "429", "503", "dial", "trusted-not-found", "409"
 	Found       bool
 	State       string
+	Decision    Decision // settle, decision: the effect's decision
 	Source      Source
 	Wait        time.Duration
 	Err         error
@@ -59,6 +63,9 @@ func (c *Client) emit(ctx context.Context, e Event) {
 		}
 		if e.State != "" {
 			attrs = append(attrs, "state", e.State, "source", e.Source)
+		}
+		if e.Decision != "" {
+			attrs = append(attrs, "decision", e.Decision)
 		}
 		if e.Err != nil {
 			attrs = append(attrs, "err", e.Err.Error())

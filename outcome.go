@@ -198,7 +198,8 @@ func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, e
 		// left pending/unknown and a later call settles it by lookup/replay.
 		c.log.WarnContext(ctx, "pagpolar: succeeded but could not record it", "op", e.s.id, "err", err)
 	}
-	c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateSucceeded), Source: src})
+	c.effectIndex(ctx, e, eff)
+	c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateSucceeded), Decision: eff.decision(), Source: src})
 	return &settled{rec: e.rec, op: e.op(src), value: value}, nil
 }
 

@@ -17,6 +17,7 @@ type ResumeResult struct {
 	Key         string
 	State       keystore.State // succeeded, failed, not_executed, or still unknown/pending
 	Ref         string         // the sale / refund / subscription / plan change, when found
+	Decision    Decision       // succeeded: the effect's decision as recorded (see Client.Refresh)
 	Attempts    int
 	Err         error // why it is still unsettled (an *OutcomeUnknownError, ErrInProgress, ...)
 }
@@ -53,7 +54,7 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		return nil, fmt.Errorf("pagpolar: operation %q: %w: %w", opID, ErrStoreUnavailable, err)
 	}
 	if rec.State.Settled() {
-		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Attempts: rec.Attempts}, nil
+		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Decision: recordDecision(rec), Attempts: rec.Attempts}, nil
 	}
 	owner := c.callOwner()
 	rec, err = c.store.Acquire(ctx, sid, owner, c.policy.LeaseTTL)
@@ -67,7 +68,7 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 	e.noteLease(rec)
 	defer e.release()
 	if rec.State.Settled() { // settled between Get and Acquire
-		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Attempts: rec.Attempts}, nil
+		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Decision: recordDecision(rec), Attempts: rec.Attempts}, nil
 	}
 	if err := json.Unmarshal(rec.Meta, &e.meta); err != nil {
 		return nil, fmt.Errorf("pagpolar: operation %q: corrupt record meta: %w", opID, err)
@@ -75,7 +76,7 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 	e.s.path = e.meta.Path
 	if _, err, ok := e.applyUnrecorded(ctx); ok {
 		// This client knew the outcome and could not write it before.
-		out := &ResumeResult{OperationID: opID, Key: e.rec.Key, State: e.rec.State, Ref: e.rec.ResultRef, Attempts: e.rec.Attempts}
+		out := &ResumeResult{OperationID: opID, Key: e.rec.Key, State: e.rec.State, Ref: e.rec.ResultRef, Decision: recordDecision(e.rec), Attempts: e.rec.Attempts}
 		if err != nil && !e.rec.State.Settled() {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		// even when hundreds stay unsettled.
 		_ = e.save(ctx)
 	}
-	out := &ResumeResult{OperationID: opID, Key: e.rec.Key, State: e.rec.State, Ref: e.rec.ResultRef, Attempts: e.rec.Attempts}
+	out := &ResumeResult{OperationID: opID, Key: e.rec.Key, State: e.rec.State, Ref: e.rec.ResultRef, Decision: recordDecision(e.rec), Attempts: e.rec.Attempts}
 	if serr != nil {
 		switch {
 		case errors.Is(serr, ErrOutcomeUnknown), errors.Is(serr, ErrDeclined):

@@ -31,8 +31,10 @@ const SourceWebhook Source = "webhook"
 // settles it by lookup): the error then wraps ErrInProgress, and
 // webhook.Inbox offers the event again later (settling only), in case that
 // worker's call ends unknown.
-// Webhook events arrive in any order and may describe an older state; the
-// existence of the effect is all this reads.
+// Webhook events arrive in any order and may describe an older state: for
+// an unsettled operation the existence of the effect is what settles it
+// (its decision is the event's); for a settled one the event's decision
+// replaces the recorded one only when it comes later (webhook_decision.go).
 //
 // Only successes are settled from an event: one event shows one effect, and
 // a refusal under the reference may be an earlier attempt's. Playground
@@ -90,6 +92,11 @@ func (c *Client) SettleFromWebhook(ctx context.Context, body []byte) ([]ResumeRe
 			return out, err
 		}
 		out = append(out, res)
+	}
+	moved, mheld, err := c.decisionsFromEvent(ctx, eff)
+	out, held = append(out, moved...), append(held, mheld...)
+	if err != nil {
+		return out, fmt.Errorf("pagpolar: moving decisions from a webhook event: %w: %w", ErrStoreUnavailable, err)
 	}
 	if len(held) > 0 {
 		return out, fmt.Errorf("%w: operations %s may be settled by this event and are held by a worker; try the event again later", ErrInProgress, strings.Join(held, ", "))
@@ -186,6 +193,6 @@ func (c *Client) settleOneFromEffect(ctx context.Context, cand candidate, eff ef
 	default:
 		res.Err = e.unknownErr("the webhook event's "+eff.label()+" is another operation's ("+why+")", nil)
 	}
-	res.State, res.Ref, res.Attempts = e.rec.State, e.rec.ResultRef, e.rec.Attempts
+	res.State, res.Ref, res.Attempts, res.Decision = e.rec.State, e.rec.ResultRef, e.rec.Attempts, recordDecision(e.rec)
 	return res, false, nil
 }
