@@ -232,7 +232,7 @@ func laterRefusal(opID string, rec keystore.Record, d storedDecision) error {
 	if rec.Kind == kindPix || rec.Kind == kindBoleto || rec.Kind == kindCreditCard || rec.Kind == kindSubscribe {
 		sentinel = ErrDeclined
 	}
-	return &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State),
+	return &OperationError{OperationID: opID, Key: rec.Key, State: rec.State,
 		Err: fmt.Errorf("%w: %s %s was %s after it was created (status %q, learned %s)", sentinel, effectNoun(rec.Kind), d.ID, d.Decision,
 			d.Status, d.DecisionAt.UTC().Format(time.RFC3339))}
 }

@@ -5,11 +5,23 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // Sentinel errors. Every error the SDK returns wraps at most a few of these;
-// test with errors.Is. The functions that return them say which.
+// test with errors.Is. The functions that return them say which. A
+// checkout needs three: ErrFailed, ErrNotExecuted and ErrOutcomeUnknown
+// (Outcome); the others say why.
 var (
+	// ErrFailed: the operation definitely failed (OutcomeFailed): no
+	// effect of it stands. A new attempt needs a new operation ID.
+	ErrFailed = errors.New("pagpolar: operation failed")
+
+	// ErrNotExecuted: nothing was processed (OutcomeNotExecuted): call
+	// again with the same operation ID once the cause is fixed.
+	ErrNotExecuted = errors.New("pagpolar: operation not executed")
+
 	// ErrUnauthorized: the API answered 401 or 403 (bad or expired token).
 	// Nothing was processed; the operation is left not_executed.
 	ErrUnauthorized = errors.New("pagpolar: unauthorized")
@@ -157,8 +169,9 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("pagpolar: invalid %s: %s", e.Field, e.Reason)
 }
 
-// Unwrap makes errors.Is(err, ErrValidation) true.
-func (e *ValidationError) Unwrap() error { return ErrValidation }
+// Unwrap makes errors.Is(err, ErrValidation) and errors.Is(err,
+// ErrNotExecuted) true: nothing was saved or sent.
+func (e *ValidationError) Unwrap() []error { return []error{ErrValidation, ErrNotExecuted} }
 
 // OutcomeUnknownError says that an operation may or may not have taken
 // effect. errors.Is(err, ErrOutcomeUnknown) is true. Settle it with
@@ -197,16 +210,88 @@ func (e *OutcomeUnknownError) Unwrap() []error {
 	return []error{ErrOutcomeUnknown, e.Err}
 }
 
-// OperationError wraps an error with the operation it belongs to.
+// Outcome is what an operation call's error means for the caller: the
+// four branches of a checkout's error handling are a nil error (the
+// effect exists: read its Decision) and these three.
+type Outcome string
+
+const (
+	// OutcomeFailed: definitely no effect of this operation stands —
+	// declined, refused, or refused by the API before processing. The
+	// operation is over: a new attempt (a new card, fixed data) goes under a
+	// NEW operation ID. errors.Is(err, ErrFailed).
+	OutcomeFailed Outcome = "failed"
+	// OutcomeNotExecuted: nothing was processed (bad params, no store, rate
+	// limited, shed, 401/403, a misconfigured base URL, or the operation ID
+	// names another call's params). Fix what the error names, if anything,
+	// and call again with the SAME operation ID. errors.Is(err, ErrNotExecuted).
+	OutcomeNotExecuted Outcome = "not_executed"
+	// OutcomeUnknown: the effect may exist (a lost answer not settled yet,
+	// another worker holds the operation). Call again later with the SAME
+	// operation ID, or Client.Resume; NEVER with a new one.
+	// errors.Is(err, ErrOutcomeUnknown).
+	OutcomeUnknown Outcome = "unknown"
+)
+
+// OutcomeOf says which of the three branches an error returned by an
+// operation call (Payments.Pix, Refunds.Create, ...) falls in. Only a
+// definite failure is OutcomeFailed; an error the SDK cannot place is
+// OutcomeNotExecuted or OutcomeUnknown, whose remedy — calling again with
+// the same operation ID — is safe whatever happened. OutcomeOf(nil) is "".
+func OutcomeOf(err error) Outcome {
+	if err == nil {
+		return ""
+	}
+	var oe *OperationError
+	if errors.As(err, &oe) {
+		return outcomeOf(oe.Err, oe.State)
+	}
+	return outcomeOf(err, "")
+}
+
+func outcomeOf(err error, st keystore.State) Outcome {
+	switch {
+	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrInProgress), errors.Is(err, ErrLeaseLost):
+		return OutcomeUnknown
+	case errors.Is(err, ErrDeclined), errors.Is(err, ErrRefused), st == keystore.StateFailed:
+		return OutcomeFailed
+	}
+	return OutcomeNotExecuted
+}
+
+// OperationError wraps an error with the operation it belongs to. Every
+// error an operation call returns after validation is one; errors.Is
+// matches ErrFailed, ErrNotExecuted or ErrOutcomeUnknown by its Outcome.
 type OperationError struct {
 	OperationID string
 	Key         string
-	State       string // the state the record was left in
+	State       keystore.State // the record's state after the call ("" when none could be written or read)
 	Err         error
 }
 
 func (e *OperationError) Error() string {
-	return fmt.Sprintf("pagpolar: operation %q (%s): %v", e.OperationID, e.State, e.Err)
+	st := string(e.State)
+	if st == "" {
+		st = "not recorded"
+	}
+	return fmt.Sprintf("pagpolar: operation %q (%s): %v", e.OperationID, st, e.Err)
+}
+
+// Outcome is the branch the error falls in (OutcomeOf).
+func (e *OperationError) Outcome() Outcome { return outcomeOf(e.Err, e.State) }
+
+// Is matches ErrFailed and ErrNotExecuted by the error's Outcome (and
+// ErrOutcomeUnknown, which the underlying error wraps itself or not).
+func (e *OperationError) Is(target error) bool {
+	switch target {
+	case ErrFailed:
+		return e.Outcome() == OutcomeFailed
+	case ErrNotExecuted:
+		return e.Outcome() == OutcomeNotExecuted
+	case ErrOutcomeUnknown:
+		return e.Outcome() == OutcomeUnknown
+	}
+	return false
 }
 
 // Unwrap returns the underlying error.

@@ -141,10 +141,10 @@ func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
 func paramsMismatch(opID string, cur keystore.Record) error {
 	switch cur.State {
 	case keystore.StateSucceeded:
-		return &OperationError{OperationID: opID, Key: cur.Key, State: string(cur.State),
+		return &OperationError{OperationID: opID, Key: cur.Key, State: cur.State,
 			Err: fmt.Errorf("%w: operation %q already SUCCEEDED with other params (its effect is %s): the order is charged; a new operation ID is a second charge, only for when you mean one", ErrParamsMismatch, opID, cur.ResultRef)}
 	case keystore.StateFailed, keystore.StateNotExecuted:
-		return &OperationError{OperationID: opID, Key: cur.Key, State: string(cur.State),
+		return &OperationError{OperationID: opID, Key: cur.Key, State: cur.State,
 			Err: fmt.Errorf("%w: operation %q is recorded (%s) with other params; a new attempt needs a new operation ID", ErrParamsMismatch, opID, cur.State)}
 	}
 	return &OutcomeUnknownError{OperationID: opID, Key: cur.Key,

@@ -102,7 +102,14 @@ type exec struct {
 //   - *OutcomeUnknownError (record left unknown),
 //   - ErrInProgress / ErrLeaseLost (another worker holds the operation),
 //   - ErrBudgetExhausted, ErrRateLimited, ErrUnavailable (not executed).
-func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
+func (c *Client) run(ctx context.Context, s *opSpec) (res *settled, err error) {
+	defer func() {
+		// Every error after validation names its operation, so that
+		// errors.Is places it in one of the three branches (OutcomeOf).
+		if oe := (*OperationError)(nil); err != nil && !errors.As(err, &oe) {
+			err = &OperationError{OperationID: s.id, Err: err}
+		}
+	}()
 	p := c.policy
 	now := c.clock.Now()
 	s.fp = c.fingerprint(s.fpIn)
@@ -138,7 +145,7 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 		case err == nil && c.ownsRecord(keystoreRecordKey{old.Key}, s.id):
 			return e.existing(ctx, old)
 		case err != nil && !errors.Is(err, keystore.ErrNotFound):
-			return nil, &OperationError{OperationID: s.id, Key: rec.Key, State: "unreadable",
+			return nil, &OperationError{OperationID: s.id, Key: rec.Key, 
 				Err: fmt.Errorf("%w: reading the operation's record under its earlier ID; nothing was sent: %w", ErrStoreUnavailable, err)}
 		}
 	}
@@ -185,7 +192,7 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 		// one of those lost, so nothing may be sent until an operator has
 		// settled what survived and accepted the loss (pagpolar ops
 		// recover). No re-read: there is no lease to take back.
-		return &OperationError{OperationID: e.s.id, Key: rec.Key, State: "not recorded",
+		return &OperationError{OperationID: e.s.id, Key: rec.Key, 
 			Err: fmt.Errorf("%w: the store lost records it had acknowledged, so this operation may have been sent before; nothing was sent (run pagpolar ops recover): %w", ErrStoreUnavailable, err)}
 	}
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -197,7 +204,7 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 	case gerr != nil && !errors.Is(gerr, keystore.ErrNotFound):
 		c.orphans.add(rec.OperationID, e.owner)
 	}
-	return &OperationError{OperationID: e.s.id, Key: rec.Key, State: "not recorded",
+	return &OperationError{OperationID: e.s.id, Key: rec.Key, 
 		Err: fmt.Errorf("%w: nothing was sent: %w", ErrStoreUnavailable, err)}
 }
 
@@ -297,7 +304,7 @@ func (e *exec) op(src Source) Operation {
 }
 
 func (e *exec) opErr(err error) error {
-	return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: string(e.rec.State), Err: err}
+	return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: e.rec.State, Err: err}
 }
 
 // save writes the record with the lease token it holds (fencing). The

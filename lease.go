@@ -131,9 +131,9 @@ func (c *Client) acquire(ctx context.Context, storeID, opID, owner string) (rec 
 		}
 		if !errors.Is(err, keystore.ErrLeaseHeld) {
 			if ctx.Err() != nil {
-				return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State), Err: fmt.Errorf("%w: %w", ErrInProgress, ctx.Err())}
+				return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: rec.State, Err: fmt.Errorf("%w: %w", ErrInProgress, ctx.Err())}
 			}
-			return rec, false, &OperationError{OperationID: opID, State: "unreadable", Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, err)}
+			return rec, false, &OperationError{OperationID: opID, Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, err)}
 		}
 		if rec.State.Terminal() {
 			return rec, true, nil
@@ -147,7 +147,7 @@ func (c *Client) acquire(ctx context.Context, storeID, opID, owner string) (rec 
 			continue
 		}
 		if serr := sleep(ctx, c.clock, wait); serr != nil {
-			return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State), Err: fmt.Errorf("%w: %w", ErrInProgress, serr)}
+			return rec, false, &OperationError{OperationID: opID, Key: rec.Key, State: rec.State, Err: fmt.Errorf("%w: %w", ErrInProgress, serr)}
 		}
 		if wait < 500*time.Millisecond {
 			wait *= 2

@@ -178,7 +178,7 @@ func (c *Client) fromRecord(opID string, rec keystore.Record) (*settled, error) 
 	case keystore.StateFailed:
 		var f storedFailure
 		_ = json.Unmarshal(rec.Result, &f)
-		err := &OperationError{OperationID: opID, Key: rec.Key, State: string(rec.State)}
+		err := &OperationError{OperationID: opID, Key: rec.Key, State: rec.State}
 		switch {
 		case f.Why == "collision" || (f.Why == "" && f.Status == 0):
 			err.Err = fmt.Errorf("%w: %s", ErrParamsMismatch, rec.Error)

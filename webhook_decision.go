@@ -101,7 +101,9 @@ func (c *Client) decisionsFromEvent(ctx context.Context, eff effect) (out []Resu
 		if aerr != nil && !errors.Is(aerr, ErrDeclined) && !errors.Is(aerr, ErrRefused) {
 			res.Err = aerr
 		}
-		out = append(out, res)
+		if (rep != nil && rep.Moved) || res.Err != nil {
+			out = append(out, res)
+		}
 	}
 	return out, held, nil
 }
