@@ -145,7 +145,7 @@ func (c *Client) run(ctx context.Context, s *opSpec) (res *settled, err error) {
 		case err == nil && c.ownsRecord(keystoreRecordKey{old.Key}, s.id):
 			return e.existing(ctx, old)
 		case err != nil && !errors.Is(err, keystore.ErrNotFound):
-			return nil, &OperationError{OperationID: s.id, Key: rec.Key, 
+			return nil, &OperationError{OperationID: s.id, Key: rec.Key,
 				Err: fmt.Errorf("%w: reading the operation's record under its earlier ID; nothing was sent: %w", ErrStoreUnavailable, err)}
 		}
 	}
@@ -192,7 +192,7 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 		// one of those lost, so nothing may be sent until an operator has
 		// settled what survived and accepted the loss (pagpolar ops
 		// recover). No re-read: there is no lease to take back.
-		return &OperationError{OperationID: e.s.id, Key: rec.Key, 
+		return &OperationError{OperationID: e.s.id, Key: rec.Key,
 			Err: fmt.Errorf("%w: the store lost records it had acknowledged, so this operation may have been sent before; nothing was sent (run pagpolar ops recover): %w", ErrStoreUnavailable, err)}
 	}
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -204,7 +204,7 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 	case gerr != nil && !errors.Is(gerr, keystore.ErrNotFound):
 		c.orphans.add(rec.OperationID, e.owner)
 	}
-	return &OperationError{OperationID: e.s.id, Key: rec.Key, 
+	return &OperationError{OperationID: e.s.id, Key: rec.Key,
 		Err: fmt.Errorf("%w: nothing was sent: %w", ErrStoreUnavailable, err)}
 }
 

@@ -1,0 +1,92 @@
+package pagpolar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+// A checkout's error handling has four branches: nil (the effect exists),
+// ErrFailed, ErrNotExecuted and ErrOutcomeUnknown. Each error the SDK
+// returns falls in exactly one, and only a definite failure in ErrFailed
+// (the one branch that allows a new operation ID).
+func TestOutcomeOf_Branches(t *testing.T) {
+	unknown := &OutcomeUnknownError{OperationID: "op", Reason: "lost"}
+	cases := []struct {
+		name string
+		err  error
+		want Outcome
+	}{
+		{"nil", nil, ""},
+		{"validation", &ValidationError{Field: "Customer.Email", Reason: "empty"}, OutcomeNotExecuted},
+		{"unknown", &OperationError{OperationID: "op", State: keystore.StateUnknown, Err: unknown}, OutcomeUnknown},
+		{"bare unknown", unknown, OutcomeUnknown},
+		{"in progress elsewhere", &OperationError{OperationID: "op", State: keystore.StatePending, Err: ErrInProgress}, OutcomeUnknown},
+		{"lease lost", &OperationError{OperationID: "op", Err: ErrLeaseLost}, OutcomeUnknown},
+		{"declined", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: fmt.Errorf("%w: card", ErrDeclined)}, OutcomeFailed},
+		{"declined later", &OperationError{OperationID: "op", State: keystore.StateSucceeded, Err: fmt.Errorf("%w: later", ErrDeclined)}, OutcomeFailed},
+		{"refused", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: ErrRefused}, OutcomeFailed},
+		{"API 422", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: &APIError{StatusCode: 422, FromAPI: true}}, OutcomeFailed},
+		{"collision", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: ErrParamsMismatch}, OutcomeFailed},
+		{"reused ID, other params, while the first succeeded", &OperationError{OperationID: "op", State: keystore.StateSucceeded, Err: ErrParamsMismatch}, OutcomeNotExecuted},
+		{"rate limited", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: ErrRateLimited}, OutcomeNotExecuted},
+		{"no store", &OperationError{OperationID: "op", Err: ErrStoreUnavailable}, OutcomeNotExecuted},
+		{"401", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: &APIError{StatusCode: 401, FromAPI: true}}, OutcomeNotExecuted},
+		{"declined, not recorded", &OperationError{OperationID: "op", State: keystore.StatePending, Err: &unrecordedError{outcome: ErrDeclined}}, OutcomeFailed},
+	}
+	sentinel := map[Outcome]error{OutcomeFailed: ErrFailed, OutcomeNotExecuted: ErrNotExecuted, OutcomeUnknown: ErrOutcomeUnknown}
+	for _, c := range cases {
+		if got := OutcomeOf(c.err); got != c.want {
+			t.Errorf("%s: OutcomeOf = %q, want %q", c.name, got, c.want)
+		}
+		for o, s := range sentinel {
+			if errors.Is(c.err, s) != (o == c.want) {
+				t.Errorf("%s: errors.Is(err, %v) = %v, want %v", c.name, s, errors.Is(c.err, s), o == c.want)
+			}
+		}
+	}
+}
+
+// End to end: each branch from real calls against the fake.
+func TestOutcomeOf_FromCalls(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := f.ctx
+	// Declined: failed.
+	_, err := f.c.Payments.CreditCard(ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "o-decl", Customer: goodCustomer, CardToken: "tok_decline_1"})
+	if !errors.Is(err, ErrFailed) || !errors.Is(err, ErrDeclined) {
+		t.Errorf("decline: %v, want ErrFailed and ErrDeclined", err)
+	}
+	// Bad params: not executed.
+	_, err = f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "o-bad", Customer: Customer{Name: "x"}})
+	if !errors.Is(err, ErrNotExecuted) || errors.Is(err, ErrFailed) {
+		t.Errorf("validation: %v, want ErrNotExecuted only", err)
+	}
+	// Rate limited until the retries run out: not executed.
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultRateLimit, Times: 100})
+	_, err = f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "o-429", Customer: goodCustomer})
+	if !errors.Is(err, ErrNotExecuted) || !errors.Is(err, ErrRateLimited) {
+		t.Errorf("429s: %v, want ErrNotExecuted and ErrRateLimited", err)
+	}
+	f.srv.ClearFaults()
+	// A lost answer whose lookups fail (every read after the send answers
+	// 500) until the settle wait runs out: unknown.
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+	var once sync.Once
+	pol := testPolicy()
+	pol.MaxSettleWait = 500 * time.Millisecond
+	lost := f.client(t, WithStore(f.store), WithRetryPolicy(pol), WithHook(func(_ context.Context, e Event) {
+		if e.Kind == EventSent {
+			once.Do(func() { f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit}) })
+		}
+	}))
+	_, err = lost.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "o-lost", Customer: goodCustomer})
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrFailed) || errors.Is(err, ErrNotExecuted) {
+		t.Errorf("lost answer: %v, want ErrOutcomeUnknown only", err)
+	}
+}
