@@ -19,6 +19,10 @@ type sale struct {
 	created time.Time
 	visible time.Time // list lookups see it from here on
 	renewal bool
+	dec     decision // WithAsync
+	// refundReserved is the amount of refunds requested and not yet
+	// decided (WithAsync): no other refund may take it.
+	refundReserved int64
 }
 
 type refund struct {
@@ -27,6 +31,8 @@ type refund struct {
 	key     string
 	created time.Time
 	visible time.Time
+	sale    *sale
+	dec     decision // WithAsync
 }
 
 type subscription struct {
@@ -47,6 +53,8 @@ type planChange struct {
 	created time.Time
 	visible time.Time
 	amount  int64 // the new plan's price
+	sub     *subscription
+	dec     decision // WithAsync: scheduled until applied
 }
 
 // view renders the subscription at now. With lagged set, plan changes not
@@ -60,6 +68,10 @@ func (sub *subscription) view(now time.Time, lagged bool) wire.Subscription {
 			continue
 		}
 		v.PlanChanges = append(v.PlanChanges, pc.v)
+		if pc.dec.undecided() { // scheduled: the offer moves when it is applied
+			v.NextOfferIdentifier = pc.v.OfferIdentifier
+			continue
+		}
 		v.OfferIdentifier, v.Amount = pc.v.OfferIdentifier, pc.amount
 	}
 	return v
@@ -101,6 +113,7 @@ func (s *Server) commit(rt route, cred, key string, req any, lag time.Duration, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.Clock.Now()
+	s.decideDueLocked(now)
 	at := stamp{cred: cred, key: key, now: now, visible: now.Add(lag)}
 	switch r := req.(type) {
 	case *wire.PixRequest:
@@ -108,6 +121,9 @@ func (s *Server) commit(rt route, cred, key string, req any, lag time.Duration, 
 	case *wire.BoletoRequest:
 		return s.commitCharge(at, wire.MethodBoleto, r.OfferIdentifier, r.ExternalReference, r.DueDate, false)
 	case *wire.CreditCardRequest:
+		if s.cfg.async.Cards && !decline {
+			return s.commitAsyncCard(at, r)
+		}
 		declined := decline || strings.HasPrefix(r.Card.Token, cardDeclinePrefix)
 		return s.commitCharge(at, wire.MethodCreditCard, r.OfferIdentifier, r.ExternalReference, "", declined)
 	case *wire.SubscribeRequest:
@@ -127,6 +143,7 @@ type stamp struct {
 	cred, key    string
 	now, visible time.Time
 	renewal      bool
+	async        bool // a card sale answered undecided (Async.Cards)
 }
 
 func (s *Server) commitCharge(at stamp, method, offerID, ref, dueDate string, declined bool) result {
@@ -158,6 +175,8 @@ func (s *Server) recordSale(at stamp, method string, offer Offer, ref, dueDate, 
 	switch {
 	case declined:
 		sl.v.Status = wire.SaleStatusDeclined
+	case at.async:
+		sl.v.Status = s.cfg.async.CardStatus
 	case method == wire.MethodCreditCard:
 		sl.v.Status = wire.SaleStatusPaid
 	}
@@ -239,21 +258,30 @@ func (s *Server) commitPlanChange(at stamp, subID string, r *wire.PlanChangeRequ
 	if cur.Status == wire.SubscriptionStatusCanceled {
 		return errResult(http.StatusUnprocessableEntity, wire.CodeUnprocessable, "subscription %q is canceled", subID)
 	}
-	if cur.OfferIdentifier == offer.ID {
+	from := cur.OfferIdentifier
+	if cur.NextOfferIdentifier != "" { // a change is scheduled: this one follows it
+		from = cur.NextOfferIdentifier
+	}
+	if from == offer.ID {
 		return errResult(http.StatusUnprocessableEntity, wire.CodeUnprocessable, "offer_identifier: subscription is already on %q", offer.ID)
 	}
-	pc := &planChange{cred: at.cred, key: at.key, created: at.now, visible: at.visible, amount: offer.Amount}
+	pc := &planChange{cred: at.cred, key: at.key, created: at.now, visible: at.visible, amount: offer.Amount, sub: sub}
 	pc.v = wire.PlanChange{
 		ID:                  newID("pc_"),
 		SubscriptionID:      sub.v.ID,
-		FromOfferIdentifier: cur.OfferIdentifier,
+		FromOfferIdentifier: from,
 		OfferIdentifier:     offer.ID,
 		Status:              wire.PlanChangeStatusApplied,
 		CreatedAt:           formatTime(at.now),
 	}
 	sub.changes = append(sub.changes, pc)
 	s.planChanges = append(s.planChanges, pc)
-	s.emitSub(wire.EventSubscriptionPlanChanged, sub, at.now)
+	if s.cfg.async.PlanChanges {
+		pc.v.Status = s.cfg.async.PlanChangeStatus
+		s.schedule(pending{change: pc}, at.now)
+	} else {
+		s.emitSub(wire.EventSubscriptionPlanChanged, sub, at.now)
+	}
 	if s.has(ShapePlanChangeAsSubscription) {
 		return jsonResult(wire.StatusPlanChanged, sub.view(at.now, false))
 	}
@@ -271,17 +299,20 @@ func (s *Server) commitRefund(at stamp, r *wire.RefundRequest) result {
 		return errResult(http.StatusUnprocessableEntity, wire.CodeUnprocessable,
 			"sale_identifier: a %s sale cannot be refunded", sl.v.Status)
 	}
-	if left := sl.v.Amount - sl.v.RefundedAmount; r.Amount > left {
+	if left := sl.v.Amount - sl.v.RefundedAmount - sl.refundReserved; r.Amount > left {
 		return errResult(http.StatusUnprocessableEntity, wire.CodeRefundTooLarge,
 			"amount: %d exceeds the %d centavos left to refund on the sale", r.Amount, left)
 	}
-	rf := &refund{cred: at.cred, key: at.key, created: at.now, visible: at.visible}
+	rf := &refund{cred: at.cred, key: at.key, created: at.now, visible: at.visible, sale: sl}
 	rf.v = wire.Refund{
 		Identifier:     newID("rf_"),
 		SaleIdentifier: sl.v.Identifier,
 		Amount:         r.Amount,
 		Status:         wire.RefundStatusCompleted,
 		CreatedAt:      formatTime(at.now),
+	}
+	if s.cfg.async.Refunds {
+		return s.requestRefund(sl, rf, at.now)
 	}
 	s.refunds = append(s.refunds, rf)
 	sl.v.RefundedAmount += r.Amount
@@ -299,14 +330,18 @@ func (s *Server) commitRefund(at stamp, r *wire.RefundRequest) result {
 func (s *Server) Pay(saleID string) error {
 	s.mu.Lock()
 	err := func() error {
+		now := s.Clock.Now()
+		s.decideDueLocked(now)
 		sl, ok := s.saleByID[saleID]
 		if !ok {
 			return fmt.Errorf("pagpolartest: Pay: sale %q not found", saleID)
 		}
+		if sl.dec.undecided() {
+			return fmt.Errorf("pagpolartest: Pay: sale %q is an undecided card sale: use Decide", saleID)
+		}
 		if sl.v.Status != wire.SaleStatusPending {
 			return fmt.Errorf("pagpolartest: Pay: sale %q is %s, not pending", saleID, sl.v.Status)
 		}
-		now := s.Clock.Now()
 		sl.v.Status = wire.SaleStatusPaid
 		s.emitSale(wire.EventTransactionPaid, sl, now)
 		if sub, ok := s.subByID[sl.v.SubscriptionID]; ok && sub.v.Status == wire.SubscriptionStatusPending {
@@ -332,11 +367,13 @@ func (s *Server) Renew(subscriptionID string) (wire.Sale, error) {
 			return wire.Sale{}, fmt.Errorf("pagpolartest: Renew: subscription %q not found", subscriptionID)
 		}
 		now := s.Clock.Now()
+		s.decideDueLocked(now)
 		next, err := time.Parse(time.RFC3339Nano, sub.v.NextBillingAt)
 		if err != nil {
 			return wire.Sale{}, errors.New("pagpolartest: Renew: unreadable next_billing_at") // never: the fake wrote it
 		}
 		sub.v.NextBillingAt = formatTime(next.AddDate(0, 1, 0))
+		s.applyPlanChangesLocked(sub, now) // the new cycle starts on the scheduled plan
 		s.emitSub(wire.EventSubscriptionRenewed, sub, now)
 		cur := sub.view(now, false)
 		at := stamp{cred: sub.cred, now: now, visible: now, renewal: true}
@@ -353,6 +390,7 @@ func (s *Server) Renew(subscriptionID string) (wire.Sale, error) {
 func (s *Server) lookupSales(cred, ref string) result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.decideDueLocked(s.Clock.Now())
 	now := s.Clock.Now()
 	out := wire.List[wire.Sale]{Data: []wire.Sale{}}
 	for _, sl := range s.sales {
@@ -366,6 +404,7 @@ func (s *Server) lookupSales(cred, ref string) result {
 func (s *Server) lookupSale(cred, id string) result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.decideDueLocked(s.Clock.Now())
 	sl, ok := s.saleByID[id]
 	if !ok || sl.cred != cred {
 		return errResult(http.StatusNotFound, wire.CodeNotFound, "sale %q not found", id)
@@ -376,6 +415,7 @@ func (s *Server) lookupSale(cred, id string) result {
 func (s *Server) lookupRefunds(cred, saleID string) result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.decideDueLocked(s.Clock.Now())
 	now := s.Clock.Now()
 	if sl, ok := s.saleByID[saleID]; !ok || sl.cred != cred {
 		return errResult(http.StatusNotFound, wire.CodeNotFound, "sale_identifier: sale %q not found", saleID)
@@ -392,6 +432,7 @@ func (s *Server) lookupRefunds(cred, saleID string) result {
 func (s *Server) lookupSubscription(cred, id string) result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.decideDueLocked(s.Clock.Now())
 	sub, ok := s.subByID[id]
 	if !ok || sub.cred != cred {
 		return errResult(http.StatusNotFound, wire.CodeNotFound, "subscription %q not found", id)
@@ -402,6 +443,7 @@ func (s *Server) lookupSubscription(cred, id string) result {
 func (s *Server) lookupSubscriptions(cred, ref string) result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.decideDueLocked(s.Clock.Now())
 	now := s.Clock.Now()
 	out := wire.List[wire.Subscription]{Data: []wire.Subscription{}}
 	for _, sub := range s.subs {
@@ -414,17 +456,18 @@ func (s *Server) lookupSubscriptions(cred, ref string) result {
 
 // Ledger returns a snapshot of every effect and request so far.
 func (s *Server) Ledger() Ledger {
+	s.decideDue()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.Clock.Now()
 	var l Ledger
 	for _, sl := range s.sales {
 		l.Sales = append(l.Sales, LedgerSale{Sale: sl.view(), CredentialID: sl.cred, Key: sl.key,
-			CreatedAt: sl.created, VisibleAt: sl.visible, Renewal: sl.renewal})
+			CreatedAt: sl.created, VisibleAt: sl.visible, Renewal: sl.renewal, Decision: sl.dec.export()})
 	}
 	for _, rf := range s.refunds {
 		l.Refunds = append(l.Refunds, LedgerRefund{Refund: rf.v, CredentialID: rf.cred, Key: rf.key,
-			CreatedAt: rf.created, VisibleAt: rf.visible})
+			CreatedAt: rf.created, VisibleAt: rf.visible, Decision: rf.dec.export()})
 	}
 	for _, sub := range s.subs {
 		l.Subscriptions = append(l.Subscriptions, LedgerSubscription{Subscription: sub.view(now, false),
@@ -432,7 +475,7 @@ func (s *Server) Ledger() Ledger {
 	}
 	for _, pc := range s.planChanges {
 		l.PlanChanges = append(l.PlanChanges, LedgerPlanChange{PlanChange: pc.v, CredentialID: pc.cred,
-			Key: pc.key, CreatedAt: pc.created, VisibleAt: pc.visible})
+			Key: pc.key, CreatedAt: pc.created, VisibleAt: pc.visible, Decision: pc.dec.export()})
 	}
 	l.Requests = append([]RequestLog(nil), s.requests...)
 	return l

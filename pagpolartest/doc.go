@@ -53,6 +53,15 @@
 // the seed (WithSeed), the order the request concerns and how many requests
 // about it came before (not by arrival order), so a run can be reproduced.
 //
+// WithAsync makes it decide after answering, as acquirers with antifraud
+// or batch refunds do (Async): card sales answered "pending" or
+// "in_analysis" and decided later (Decide, or Async.DecideAfter on the
+// Clock) with TRANSACTION_PAID or TRANSACTION_DECLINED; refunds answered
+// "requested" and completed later (CompleteRefund, FailRefund); plan
+// changes answered "scheduled" and applied at the next cycle
+// (ApplyPlanChanges, Renew). Lookups, the Ledger and the events show each
+// decision as it stands; the default stays synchronous.
+//
 // `pagpolar sim` (cmd/pagpolar) runs the same fake on a local port for
 // tests written in other languages.
 package pagpolartest

@@ -374,6 +374,7 @@ func (x *exchange) serveRead(rt route) {
 	default:
 		panic("pagpolartest: serveRead of " + rt.name)
 	}
+	s.deliverEvents() // of the decisions the lookup made (WithAsync)
 	switch {
 	case res.status < 200 || res.status > 299:
 		x.respond(res.status, "application/json", s.reshapeError(res.body))

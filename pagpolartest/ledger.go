@@ -26,6 +26,21 @@ type LedgerSale struct {
 	CreatedAt    time.Time // on the server's Clock
 	VisibleAt    time.Time // when list lookups started (or start) to see it; CreatedAt unless lagged
 	Renewal      bool
+	Decision
+}
+
+// Decision is an effect's decision under WithAsync. Status (of the
+// embedding type) is its current status; Undecided and DecidedAt say
+// whether it may still change. Synchronous effects have the zero value.
+type Decision struct {
+	Async     bool      // answered undecided (WithAsync)
+	Undecided bool      // still undecided: a card sale in analysis, a refund requested, a plan change scheduled
+	DecideAt  time.Time // when it is decided by time (Async.DecideAfter); zero: only by an explicit call
+	DecidedAt time.Time // on the server's Clock; zero while undecided or when synchronous
+}
+
+func (d decision) export() Decision {
+	return Decision{Async: d.async, Undecided: d.undecided(), DecideAt: d.due, DecidedAt: d.decidedAt}
 }
 
 // LedgerRefund is a refund plus who created it.
@@ -35,6 +50,7 @@ type LedgerRefund struct {
 	Key          string
 	CreatedAt    time.Time
 	VisibleAt    time.Time
+	Decision
 }
 
 // LedgerSubscription is a subscription (with every plan change, lagged or
@@ -54,6 +70,7 @@ type LedgerPlanChange struct {
 	Key          string
 	CreatedAt    time.Time
 	VisibleAt    time.Time
+	Decision
 }
 
 // RequestLog is one request the server received, logged when it was answered
@@ -87,7 +104,8 @@ type Effect struct {
 	OfferID           string
 	Status            string
 	Amount            int64
-	Successful        bool // it took effect: a sale not declined, a completed or pending refund, any subscription, an applied plan change
+	Successful        bool // it took effect: a sale not declined, a refund completed, pending or undecided, any subscription, a plan change applied or scheduled
+	Undecided         bool // its decision is still to come (WithAsync); it took effect all the same
 	Renewal           bool
 	CreatedAt         time.Time
 }
@@ -101,7 +119,7 @@ func (l Ledger) Effects() []Effect {
 			Kind: "sale", ID: s.Identifier, CredentialID: s.CredentialID, Key: s.Key,
 			ExternalReference: s.ExternalReference, Method: s.PaymentMethod,
 			SubscriptionID: s.SubscriptionID, OfferID: s.OfferIdentifier, Status: s.Status,
-			Amount: s.Amount, Successful: s.Status != wire.SaleStatusDeclined,
+			Amount: s.Amount, Successful: s.Status != wire.SaleStatusDeclined, Undecided: s.Undecided,
 			Renewal: s.Renewal, CreatedAt: s.CreatedAt,
 		})
 	}
@@ -109,8 +127,8 @@ func (l Ledger) Effects() []Effect {
 		out = append(out, Effect{
 			Kind: "refund", ID: r.Identifier, CredentialID: r.CredentialID, Key: r.Key,
 			SaleID: r.SaleIdentifier, Status: r.Status, Amount: r.Amount,
-			Successful: r.Status == wire.RefundStatusCompleted || r.Status == wire.RefundStatusPending,
-			CreatedAt:  r.CreatedAt,
+			Successful: r.Status == wire.RefundStatusCompleted || r.Status == wire.RefundStatusPending || r.Undecided,
+			Undecided:  r.Undecided, CreatedAt: r.CreatedAt,
 		})
 	}
 	for _, s := range l.Subscriptions {
@@ -125,7 +143,8 @@ func (l Ledger) Effects() []Effect {
 		out = append(out, Effect{
 			Kind: "plan_change", ID: p.ID, CredentialID: p.CredentialID, Key: p.Key,
 			SubscriptionID: p.SubscriptionID, OfferID: p.OfferIdentifier, Status: p.Status,
-			Successful: p.Status == wire.PlanChangeStatusApplied, CreatedAt: p.CreatedAt,
+			Successful: p.Status == wire.PlanChangeStatusApplied || p.Undecided,
+			Undecided:  p.Undecided, CreatedAt: p.CreatedAt,
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
@@ -184,4 +203,16 @@ func (l Ledger) CountByKey(key string) int {
 		}
 	}
 	return n
+}
+
+// StatusOf returns the current status of the sale, refund, subscription or
+// plan change with that identifier, and whether its decision is still to
+// come (WithAsync); ok is false when the ledger holds no such effect.
+func (l Ledger) StatusOf(id string) (status string, undecided, ok bool) {
+	for _, e := range l.Effects() {
+		if e.ID == id {
+			return e.Status, e.Undecided, true
+		}
+	}
+	return "", false, false
 }

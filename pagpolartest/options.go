@@ -15,6 +15,7 @@ type config struct {
 	noSubLookup         bool
 	latency             time.Duration
 	shapes              []Shape
+	async               Async
 }
 
 func newConfig(opts []Option) config {

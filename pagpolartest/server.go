@@ -41,6 +41,7 @@ type Server struct {
 	subs        []*subscription
 	subByID     map[string]*subscription
 	planChanges []*planChange
+	async       asyncState // WithAsync: the undecided effects
 	requests    []RequestLog
 	events      []Event
 	delivered   int // events handed to the OnEvent functions so far
@@ -247,6 +248,7 @@ func (s *Server) OnRequest(fn func(RequestLog)) {
 
 // Events returns the business events so far, in order.
 func (s *Server) Events() []Event {
+	s.decideDue()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Event(nil), s.events...)

@@ -67,6 +67,10 @@ type simConfig struct {
 	shutdownTimeout  time.Duration
 	verbose          bool
 	webhookURL       string // deliver the fake's business events here, as PagPolar's webhooks
+	async            bool   // decide card sales, refunds and plan changes after answering
+	asyncAfter       time.Duration
+	asyncCardStatus  string
+	asyncDeclineEach int
 
 	faultRate      float64
 	faults         []*simFault
@@ -94,6 +98,10 @@ func parseSimFlags(args []string, helpOut io.Writer) (*simConfig, error) {
 			"that runs the examples.\n\n"+
 			"Fault rates are per-request probabilities among the money requests that reach\n"+
 			"the fault's stage; the same -seed and request order give the same faults.\n"+
+			"-async makes it decide after answering, as acquirers with antifraud do: card\n"+
+			"sales answered pending, refunds requested, plan changes scheduled, each decided\n"+
+			"-async-after later (TRANSACTION_PAID/DECLINED, TRANSACTION_REFUNDED,\n"+
+			"SUBSCRIPTION_PLAN_CHANGED to -webhook-url).\n"+
 			"SIGINT/SIGTERM stop it.\n\nflags:\n")
 		fs.SetOutput(helpOut)
 		fs.PrintDefaults()
@@ -118,6 +126,13 @@ func parseSimFlags(args []string, helpOut io.Writer) (*simConfig, error) {
 	fs.BoolVar(&cfg.verbose, "v", false, "log every request on stderr")
 	fs.StringVar(&cfg.webhookURL, "webhook-url", "", "deliver every sale's and subscription's events to this URL as PagPolar's webhooks, "+
 		"with Authorization: Bearer $"+envWebhookToken+" (a fresh token, printed as "+envWebhookToken+"=..., when unset)")
+	fs.BoolVar(&cfg.async, "async", false, "decide after answering, as acquirers with antifraud do: card sales answered "+
+		"pending (see -async-card-status), refunds answered requested, plan changes answered scheduled (the subscription "+
+		"stays on the old plan, next_offer_identifier shows the new one); each is decided -async-after later with its event")
+	fs.DurationVar(&cfg.asyncAfter, "async-after", 2*time.Second, "with -async: how long after its answer an effect is decided")
+	fs.StringVar(&cfg.asyncCardStatus, "async-card-status", "pending", "with -async: status of an undecided card sale (pending or in_analysis)")
+	fs.IntVar(&cfg.asyncDeclineEach, "async-decline-every", 0, "with -async: about one in N card sales ends declined, by -seed, "+
+		"external reference and card token (0: none; tokens starting tok_decline always end declined)")
 	fs.Float64Var(&cfg.faultRate, "fault-rate", 0, "total fault rate split evenly among the kinds not set by their own flag")
 	for _, f := range cfg.faults {
 		fs.Float64Var(&f.rate, f.flag, 0, "rate: "+f.usage)
@@ -166,6 +181,12 @@ func (cfg *simConfig) check() error {
 		return errors.New("-rate-limit must not be negative")
 	case cfg.latency < 0 || cfg.slowDelay < 0 || cfg.commit500Delay < 0 || cfg.holdDelay < 0 || cfg.lookupLagDelay < 0:
 		return errors.New("delays must not be negative")
+	case cfg.asyncAfter <= 0:
+		return errors.New("-async-after must be positive")
+	case cfg.asyncCardStatus == "":
+		return errors.New("-async-card-status must not be empty")
+	case cfg.asyncDeclineEach < 0:
+		return errors.New("-async-decline-every must not be negative")
 	case cfg.tokens < 0 || cfg.credentials < 0:
 		return errors.New("-tokens and -credentials must not be negative")
 	case cfg.gatewayStatus != 502 && cfg.gatewayStatus != 503 && cfg.gatewayStatus != 504:
@@ -207,6 +228,12 @@ func (cfg *simConfig) check() error {
 		}
 	}
 	return nil
+}
+
+// asyncOptions is what -async asks of the fake.
+func (cfg *simConfig) asyncOptions() pagpolartest.Async {
+	return pagpolartest.Async{Cards: true, CardStatus: cfg.asyncCardStatus, Refunds: true, PlanChanges: true,
+		DecideAfter: cfg.asyncAfter, DeclineEvery: cfg.asyncDeclineEach}
 }
 
 func isLoopback(host string) bool {
@@ -288,6 +315,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opts = append(opts, pagpolartest.WithoutSubscriptionLookup())
 	}
 	opts = append(opts, pagpolartest.WithShapes(cfg.shapes...))
+	if cfg.async {
+		opts = append(opts, pagpolartest.WithAsync(cfg.asyncOptions()))
+	}
 	s := pagpolartest.NewUnstartedServer(opts...)
 	for _, f := range cfg.faultsToInject() {
 		s.Inject(f)
@@ -352,6 +382,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		kinds = "kind"
 	}
 	fmt.Fprintf(stderr, "pagpolar sim: serving %s (%d fault %s injected); SIGINT or SIGTERM stops it\n", s.URL, len(cfg.faultsToInject()), kinds)
+	if cfg.async {
+		fmt.Fprintf(stderr, "pagpolar sim: deciding card sales, refunds and plan changes %s after answering\n", cfg.asyncAfter)
+	}
 	if sender != nil {
 		fmt.Fprintf(stderr, "pagpolar sim: delivering webhooks to %s (failed deliveries are sent again %s later, %d attempts)\n",
 			cfg.webhookURL, pagpolartest.DefaultWebhookRetryDelay, pagpolartest.DefaultWebhookAttempts)

@@ -61,6 +61,14 @@ const (
 	SubscriptionStatusCanceled = "canceled"
 
 	PlanChangeStatusApplied = "applied"
+
+	// Undecided statuses: the effect exists, its decision comes later (a
+	// TRANSACTION_* or SUBSCRIPTION_* event, or a read). ASSUMED, like the
+	// statuses above; the fake answers them under pagpolartest.WithAsync.
+	SaleStatusInAnalysis      = "in_analysis" // a card sale awaiting antifraud or 3-D Secure (besides "pending")
+	RefundStatusRequested     = "requested"   // a refund accepted, not processed yet
+	RefundStatusProcessing    = "processing"  // a refund being processed
+	PlanChangeStatusScheduled = "scheduled"   // a plan change accepted, applied at the next billing cycle
 )
 
 // Customer is documented in the PIX example.
@@ -181,6 +189,11 @@ type Subscription struct {
 	NextBillingAt     string       `json:"next_billing_at"`
 	CreatedAt         string       `json:"created_at"`
 	PlanChanges       []PlanChange `json:"plan_changes"`
+	// NextOfferIdentifier is ASSUMED: the offer a scheduled plan change
+	// moves the subscription to at its next billing cycle ("" when none is
+	// scheduled). OfferIdentifier stays the current (old) offer until then;
+	// PlanChanges lists the scheduled change with PlanChangeStatusScheduled.
+	NextOfferIdentifier string `json:"next_offer_identifier,omitempty"`
 }
 
 // List is ASSUMED: every list route answers {"data": [...]}.
