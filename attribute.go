@@ -55,6 +55,9 @@ type opFacts struct {
 	snapshot    map[string]bool // effect IDs that existed before the first send
 	snapshotted bool            // a pre-send snapshot was taken (absence from it means "new")
 	snapOffer   string          // plan change: the subscription's offer in the snapshot
+	// snapNextOffer: plan change: the offer a change already scheduled in
+	// the snapshot moves to ("" for none).
+	snapNextOffer string
 	// shared: a 409 showed another sender of this operation's key at work
 	// (another host deriving the same key): its effect may predate our
 	// snapshot, which then proves nothing.

@@ -33,6 +33,10 @@ type effect struct {
 
 	ID, Ref, Method, Offer, FromOffer, SaleID, SubID, Status string
 
+	// NextOffer: a subscription's offer after a scheduled plan change.
+	NextOffer   string
+	nextOfferSt wire.FieldState
+
 	idSt, refSt, methodSt, offerSt, saleSt, subSt, statusSt wire.FieldState
 
 	Amount     wire.Amount
@@ -70,6 +74,7 @@ func readEffect(kind effectKind, raw []byte) (effect, error) {
 		if kind == effSubscription {
 			e.SubID, e.subSt = "", wire.Absent // a subscription's own ID is its ID
 			e.planChanges, e.planChangesSt = o.Array(wire.FieldPlanChanges)
+			e.NextOffer, e.nextOfferSt = o.Str(wire.FieldNextOffer)
 			if len(e.planChanges) > 0 {
 				if first, err := wire.ParseObject(e.planChanges[0]); err == nil {
 					e.FromOffer, _ = first.Str(wire.FieldFromOffer)

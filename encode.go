@@ -38,6 +38,7 @@ func metaJSON(m *opMeta) []byte {
 	b = appendOptStrings(b, `,"snapshot":`, m.Snapshot)
 	b = appendOptBool(b, `,"snapshotted":true`, m.Snapshotted)
 	b = appendOptString(b, `,"snapshot_offer":`, m.SnapshotOffer)
+	b = appendOptString(b, `,"snapshot_next_offer":`, m.SnapshotNextOffer)
 	b = appendOptTime(b, `,"floor":`, m.Floor)
 	b = appendOptTime(b, `,"shared_floor":`, m.SharedFloor)
 	b = appendOptBool(b, `,"floor_ok":true`, m.FloorOK)

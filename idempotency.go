@@ -81,8 +81,12 @@ type exec struct {
 	owner   string    // this call's lease owner
 	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
 
-	// storedTerminal: the record as last written is terminal.
+	// storedTerminal: the record as last written is terminal. A terminal
+	// record's lease is left to expire, unless undecided: the record of an
+	// effect whose decision may still move (a pending sale) is written again
+	// by a webhook event or a read (refresh.go), which takes the lease.
 	storedTerminal bool
+	undecided      bool
 
 	// storeBase is the key store's clock when the lease was last obtained
 	// or extended (its LeaseExpiresAt less the TTL), read at client time

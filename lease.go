@@ -19,7 +19,7 @@ import (
 // from the record even while the lease is held, so the write is saved. (An
 // outcome that could not be stored leaves the lease to be released.)
 func (e *exec) release() {
-	if e.storedTerminal || e.rec.LeaseToken == 0 {
+	if (e.storedTerminal && !e.undecided) || e.rec.LeaseToken == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -75,7 +75,7 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 	f := opFacts{
 		kind: kind, ref: m.ExternalReference, offer: m.OfferID, method: m.Method,
 		saleID: m.SaleID, amount: m.Amount, subID: m.SubscriptionID,
-		snapshotted: m.Snapshotted, snapOffer: m.SnapshotOffer,
+		snapshotted: m.Snapshotted, snapOffer: m.SnapshotOffer, snapNextOffer: m.SnapshotNextOffer,
 		shared: !m.SharedFloor.IsZero(), tolerance: c.policy.ServerClockTolerance,
 		claimed: claimed, shapes: &c.shapes,
 	}
@@ -188,6 +188,11 @@ func subscriptionState(sub effect, f opFacts) lookupOutcome {
 		return lookupOutcome{kind: lookupSucceeded, effect: pc}
 	case sub.Offer == f.offer:
 		return lookupOutcome{kind: lookupUnclear, refs: []string{sub.ID}, reason: "the subscription is on the new offer, and no snapshot shows it was on another before this operation"}
+	case sub.nextOfferSt == wire.Read && sub.NextOffer == f.offer && f.snapOffer != "" && f.snapOffer != f.offer && f.snapNextOffer != f.offer:
+		// A change to the new offer is scheduled now, and none was before
+		// the first send: this operation's, applied at the next cycle.
+		pc := effect{kind: effPlanChange, SubID: sub.ID, Offer: f.offer, FromOffer: f.snapOffer, idSt: wire.Absent, decided: DecisionScheduled}
+		return lookupOutcome{kind: lookupSucceeded, effect: pc}
 	}
 	return lookupOutcome{kind: lookupUnclear, refs: []string{sub.ID}, reason: fmt.Sprintf("the API lists no plan changes and the subscription is still on %s: that does not prove the change was not made (it may apply later)", sub.Offer)}
 }
@@ -211,7 +216,7 @@ func readEffects(kind effectKind, items []json.RawMessage) []effect {
 // rule 11). A complete snapshot sets Snapshotted; an error means the read
 // failed.
 func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts int) error {
-	m.Snapshot, m.Snapshotted, m.SnapshotOffer = nil, false, ""
+	m.Snapshot, m.Snapshotted, m.SnapshotOffer, m.SnapshotNextOffer = nil, false, "", ""
 	var (
 		items    []json.RawMessage
 		complete bool
@@ -238,6 +243,7 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 		}
 		if sub.offerSt == wire.Read {
 			m.SnapshotOffer = sub.Offer
+			m.SnapshotNextOffer = sub.NextOffer
 		}
 		if sub.planChangesSt != wire.Read {
 			m.Snapshotted = m.SnapshotOffer != ""

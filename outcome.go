@@ -193,6 +193,7 @@ func (e *exec) succeed(ctx context.Context, eff effect, src Source) (*settled, e
 		ref = "subscription " + eff.SubID + " on " + eff.Offer
 	}
 	e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = keystore.StateSucceeded, ref, resultJSON(value), ""
+	e.undecided = !eff.decision().Decided()
 	if err := e.saveOutcome(ctx); err != nil {
 		// The effect exists and is ours; the caller must know. The record is
 		// left pending/unknown and a later call settles it by lookup/replay.

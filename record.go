@@ -31,6 +31,9 @@ type opMeta struct {
 	// SnapshotOffer: a plan change's subscription's offer before the first
 	// send (an API that lists no plan changes is read by the offer).
 	SnapshotOffer string `json:"snapshot_offer,omitempty"`
+	// SnapshotNextOffer: the offer a change already scheduled before the
+	// first send moves that subscription to ("" for none).
+	SnapshotNextOffer string `json:"snapshot_next_offer,omitempty"`
 
 	// Floor is a lower bound of the API's clock at the first send
 	// (servertime.go), SharedFloor the earliest the API may have started
@@ -61,7 +64,7 @@ type opMeta struct {
 func (m opMeta) equal(o opMeta) bool {
 	return m.Path == o.Path && m.ExternalReference == o.ExternalReference && m.OfferID == o.OfferID && m.Method == o.Method &&
 		m.Amount == o.Amount && m.SaleID == o.SaleID && m.SubscriptionID == o.SubscriptionID &&
-		slices.Equal(m.Snapshot, o.Snapshot) && m.Snapshotted == o.Snapshotted && m.SnapshotOffer == o.SnapshotOffer &&
+		slices.Equal(m.Snapshot, o.Snapshot) && m.Snapshotted == o.Snapshotted && m.SnapshotOffer == o.SnapshotOffer && m.SnapshotNextOffer == o.SnapshotNextOffer &&
 		m.Floor.Equal(o.Floor) && m.SharedFloor.Equal(o.SharedFloor) && m.FloorOK == o.FloorOK &&
 		m.TrustAfter.Equal(o.TrustAfter) && m.TrustAfterStore.Equal(o.TrustAfterStore) &&
 		m.Saw2xx == o.Saw2xx && slices.Equal(m.Unclear, o.Unclear)
@@ -100,7 +103,7 @@ func (m *opMeta) fillStoreTrust(rec keystore.Record, p RetryPolicy) {
 // is proven not executed (every earlier attempt unprocessed): the next send
 // starts a new series with its own snapshot and floor (SAFETY rule 11).
 func (m *opMeta) resetAttempts() {
-	m.Snapshot, m.Snapshotted, m.SnapshotOffer = nil, false, ""
+	m.Snapshot, m.Snapshotted, m.SnapshotOffer, m.SnapshotNextOffer = nil, false, "", ""
 	m.Floor, m.SharedFloor, m.FloorOK = time.Time{}, time.Time{}, false
 	m.TrustAfter, m.TrustAfterStore = time.Time{}, time.Time{}
 	m.Saw2xx, m.Unclear = false, nil

@@ -299,6 +299,9 @@ var (
 	FieldAmount            = []string{"amount", "amount_cents", "value", "valor"} // not "total": a sale's total is not a refund's amount
 	FieldCreatedAt         = []string{"created_at", "createdAt", "creation_date", "created", "date_created"}
 	FieldPlanChanges       = []string{"plan_changes", "planChanges"}
+	// FieldNextOffer: a subscription's offer after a scheduled plan change
+	// (ASSUMED, as the fake's next_offer_identifier).
+	FieldNextOffer = []string{"next_offer_identifier"}
 )
 
 // Payment-method spellings → the SDK's method. Lookup is case-insensitive,
