@@ -182,7 +182,7 @@ type OutcomeUnknownError struct {
 	Key         string    // the Idempotency-Key already sent
 	Reason      string    // why it could not be settled yet
 	SettleAfter time.Time // after it a "not found" lookup is conclusive (zero if unknown): schedule the settling call then
-	Ref         string    // an effect found but not understood (e.g. a sale with an unknown status)
+	Ref         string    // an effect found but not attributed (e.g. a sale whose method the SDK cannot read)
 	Err         error     // the last underlying error, if any
 }
 
