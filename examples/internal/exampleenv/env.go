@@ -77,7 +77,11 @@ type API struct {
 // Connect returns the API named by the environment, or starts the
 // in-process fake, and writes a banner saying which to banner. Call the
 // returned function when done.
-func Connect(banner io.Writer) (*API, func(), error) {
+func Connect(banner io.Writer) (*API, func(), error) { return ConnectWith(banner) }
+
+// ConnectWith is Connect with options for the in-process fake (ignored
+// against another API), e.g. pagpolartest.WithAsync.
+func ConnectWith(banner io.Writer, fakeOpts ...pagpolartest.Option) (*API, func(), error) {
 	log := slog.New(slog.NewTextHandler(LogOutput, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	api := &API{
 		OfferID:     envOr(EnvOfferID, SimOfferID),
@@ -108,7 +112,7 @@ func Connect(banner io.Writer) (*API, func(), error) {
 			strings.Join(set, ", "), strings.Join(unset, ", "))
 	}
 	const window = 300 * time.Millisecond
-	srv := pagpolartest.NewUnstartedServer(pagpolartest.WithProcessingWindow(window))
+	srv := pagpolartest.NewUnstartedServer(append([]pagpolartest.Option{pagpolartest.WithProcessingWindow(window)}, fakeOpts...)...)
 	if err := srv.Start(); err != nil {
 		return nil, nil, err
 	}
