@@ -61,7 +61,7 @@ var shapeCases = []struct {
 	{pagpolartest.ShapeMethodCard, map[string]Status{"method.credit_card": Differs}, ExitDiffers},
 	{pagpolartest.ShapePlanChangeAsSubscription, map[string]Status{"plan-change.answer": Differs}, ExitUnknown},
 	{pagpolartest.ShapeNoPlanChanges, map[string]Status{"subscription.plan_changes": Absent}, ExitDiffers},
-	{pagpolartest.ShapeRefundRequested, map[string]Status{"status.refund": Differs}, ExitUnknown},
+	{pagpolartest.ShapeRefundRequested, map[string]Status{"status.refund": Differs}, ExitDiffers}, // a requested refund is an answer (succeeded, decision requested)
 	{pagpolartest.ShapeErrorMessageOnly, map[string]Status{"error.shape": Differs, "error.codes": Absent}, ExitDiffers},
 	// Only intermediaries' error pages change, and the check meets none
 	// (it injects no faults): nothing it can see differs.
