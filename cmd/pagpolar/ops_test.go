@@ -70,7 +70,7 @@ type memOpener struct{ m *keystore.Memory }
 // they could write with.
 type readOnly struct{ recordReader }
 
-func (o memOpener) OpenReadOnly(context.Context, string) (recordReader, func() error, error) {
+func (o memOpener) OpenReadOnly(context.Context, string, func(string)) (recordReader, func() error, error) {
 	return readOnly{o.m}, func() error { return nil }, nil
 }
 
