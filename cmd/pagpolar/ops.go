@@ -308,7 +308,7 @@ func explainFlagError(cmd string, err error) string {
 // code: 2 when there is no such store (or the URL is wrong), 1 otherwise.
 func openFailed(stderr io.Writer, cmd string, err error) int {
 	fmt.Fprintf(stderr, "pagpolar ops %s: %v\n", cmd, err)
-	if errors.Is(err, errNoStore) || errors.Is(err, errBadStoreURL) {
+	if errors.Is(err, errNoStore) || errors.Is(err, errNoInbox) || errors.Is(err, errBadStoreURL) {
 		return exitUsage
 	}
 	return exitFailed

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,21 +181,5 @@ func TestOpsInboxShowSealed(t *testing.T) {
 	out, _, _ = ops(t, "inbox", "show", "-store", url, "TRANSACTION_PAID:sale_7")
 	if strings.Contains(out, "maria@") {
 		t.Errorf("show without -payload printed the body:\n%s", out)
-	}
-}
-
-// TestOpsInboxRefusesVolatileRedis: the shared test Redis keeps nothing on
-// disk, so the inbox commands refuse it unless -allow-volatile says so.
-func TestOpsInboxRefusesVolatileRedis(t *testing.T) {
-	url := os.Getenv("PAGPOLAR_TEST_REDIS_URL")
-	if url == "" {
-		t.Skip("PAGPOLAR_TEST_REDIS_URL is not set")
-	}
-	_, errs, code := ops(t, "inbox", "list", "-store", url, "-state", "dead", "-limit", "1")
-	if code == 0 || !strings.Contains(errs, "-allow-volatile") {
-		t.Fatalf("list on a Redis without an AOF: %d %s; want refused, naming -allow-volatile", code, errs)
-	}
-	if out, errs, code := ops(t, "inbox", "list", "-store", url, "-state", "dead", "-limit", "1", "-allow-volatile"); code != 0 {
-		t.Fatalf("list -allow-volatile: %d\n%s%s", code, out, errs)
 	}
 }
