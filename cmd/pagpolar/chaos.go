@@ -93,11 +93,13 @@ func (c *chaosConfig) crashFor(w, n int) workerCrash {
 	return workerCrash{point: []string{crashAfterSave, crashAfterSend}[(w+n)%2], prob: c.crashProb}
 }
 
-func parseChaosFlags(args []string, stderr io.Writer) (*chaosConfig, error) {
+// parseChaosFlags reads chaos's flags; for -h it writes the usage to
+// stdout and returns flag.ErrHelp.
+func parseChaosFlags(args []string, stdout io.Writer) (*chaosConfig, error) {
 	cfg := &chaosConfig{}
 	fs := flag.NewFlagSet("pagpolar chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chaosUsage); fs.PrintDefaults() }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.store, "store", "", "key store URL shared by the workers: postgres://..., redis://..., sqlite:PATH (default: SQLite in a temporary file)")
 	fs.IntVar(&cfg.workers, "workers", 3, "worker processes")
 	fs.IntVar(&cfg.orders, "orders", 2000, "orders to run")
@@ -111,6 +113,11 @@ func parseChaosFlags(args []string, stderr io.Writer) (*chaosConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "give up (and fail) after this long")
 	fs.BoolVar(&cfg.asJSON, "json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, chaosUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
 		return nil, err
 	}
 	switch {
@@ -134,7 +141,7 @@ func parseChaosFlags(args []string, stderr io.Writer) (*chaosConfig, error) {
 
 // runChaos is `pagpolar chaos`.
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseChaosFlags(args, stderr)
+	cfg, err := parseChaosFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

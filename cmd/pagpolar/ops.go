@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
@@ -44,9 +43,12 @@ $PAGPOLAR_CREDENTIAL_ID.
 
 exit codes:
   0  done (a dry run: nothing changed)
-  1  the store or the API failed (unreachable, refused a write)
-  2  bad usage, or the store does not exist or holds no PagPolar records
-  3  no such operation
+  1  the store or the API failed (unreachable, refused a write; settle: the
+     API unreachable, the credential refused, a base URL without /v1)
+  2  bad usage (settle: no -base-url nor $PAGPOLAR_BASE_URL, no
+     $PAGPOLAR_TOKEN), or the store does not exist or holds no PagPolar
+     records
+  3  no such operation (settle -all: the store holds none of -credential)
   4  settle: some operations are still unsettled; run settle again after the
      time in their CONCLUSIVE AFTER column. recover: the store detected a loss
      and still refuses new operations`
@@ -133,14 +135,20 @@ var opsCommands = []opsCommand{
 		about: "Settles unfinished operations by looking their effect up (Client.Resume, ResumeAll).\n" +
 			"It never sends a money request: an operation proven absent is recorded not_executed,\n" +
 			"and sending it again is the caller's decision. The token comes from $PAGPOLAR_TOKEN\n" +
-			"(never a flag: flags show in ps). -dry-run needs no token and changes nothing.\n" +
+			"(never a flag: flags show in ps), the API from -base-url or $PAGPOLAR_BASE_URL (there\n" +
+			"is no default: settle never reaches production unless told to). Before any lookup it\n" +
+			"reads GET /sales once, so that an unreachable API, a refused credential or a base URL\n" +
+			"without /v1 is said as such (exit 1). -dry-run needs neither and changes nothing.\n" +
+			"-all with a -credential under which the store holds no operation at all is exit 3,\n" +
+			"naming the credentials it does hold (a mistyped credential is not \"0 to settle\").\n" +
 			"With one ID, settle polls for up to -wait until a lookup is conclusive; -all does not\n" +
 			"wait. Either way an operation still unsettled is printed with the time after which a\n" +
 			"lookup is conclusive (CONCLUSIVE AFTER), and the exit code is 4.",
 		flags: func(fs *flag.FlagSet, o *opsFlags) {
 			storeFlag(fs, o)
 			credFlag(fs, o, "the stable credential ID the operations were recorded under")
-			fs.StringVar(&o.baseURL, "base-url", envOr("PAGPOLAR_BASE_URL", pagpolar.DefaultBaseURL), "API base URL (default $PAGPOLAR_BASE_URL or production)")
+			// Never production by default: an operator names the API.
+			fs.StringVar(&o.baseURL, "base-url", os.Getenv("PAGPOLAR_BASE_URL"), "API base URL, ending in /v1 (default $PAGPOLAR_BASE_URL; required: there is no default)")
 			fs.BoolVar(&o.all, "all", false, "every unfinished operation of the credential")
 			fs.BoolVar(&o.dryRun, "dry-run", false, "say what settle would look up and record; change nothing")
 			fs.DurationVar(&o.wait, "wait", 10*time.Second, "with one ID: how long to poll for a conclusive lookup")
@@ -195,7 +203,7 @@ func (cmd *opsCommand) printHelp(w io.Writer) {
 	fmt.Fprintf(w, "%s\n\n%s\n\nflags:\n", usage, cmd.about)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fmt.Fprintln(w, "\nexit codes: 0 done; 1 store or API error; 2 bad usage or no such store; 3 no such operation; 4 (settle) still unsettled, (recover) loss not accepted")
+	fmt.Fprintln(w, "\nexit codes: 0 done; 1 store or API error; 2 bad usage or no such store; 3 no such operation (settle -all: none of -credential); 4 (settle) still unsettled, (recover) loss not accepted")
 }
 
 // runOps is the `pagpolar ops` command.
@@ -313,13 +321,6 @@ func openFailed(stderr io.Writer, cmd string, err error) int {
 	}
 	return exitFailed
 }
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
 func splitList(s string) []string {
 	var out []string
 	for p := range strings.SplitSeq(s, ",") {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -161,6 +162,9 @@ func (o *opsOutput) resumed(cred string, rs []pagpolar.ResumeResult) int {
 		switch {
 		case errors.As(r.Err, &unk):
 			row.Note = "outcome unknown: " + unk.Reason
+			if unk.Err != nil {
+				row.Note += " (" + strings.Join(strings.Fields(unk.Err.Error()), " ") + ")"
+			}
 			if unk.Ref != "" {
 				row.Note += "; found " + unk.Ref
 			}

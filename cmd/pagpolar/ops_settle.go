@@ -9,9 +9,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/apicheck"
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
@@ -54,11 +57,33 @@ func opsSettle(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, s
 		fmt.Fprintln(stderr, "pagpolar ops settle: set $PAGPOLAR_TOKEN (never passed as a flag: flags show in ps); -dry-run needs none")
 		return exitUsage
 	}
+	if o.baseURL == "" {
+		fmt.Fprintln(stderr, "pagpolar ops settle: give -base-url or set $PAGPOLAR_BASE_URL (the API's base URL, ending in /v1; there is no default, so that settle never reaches production unless told to)")
+		return exitUsage
+	}
+	if o.wait <= 0 && opID != "" {
+		fmt.Fprintln(stderr, "pagpolar ops settle: -wait must be positive")
+		return exitUsage
+	}
 	store, closeStore, err := opsStores.OpenWritable(ctx, o.store)
 	if err != nil {
 		return openFailed(stderr, "settle", err)
 	}
 	defer func() { _ = closeStore() }()
+	if opID == "" {
+		if code := credentialHasOperations(ctx, store, cred, stderr); code != exitOK {
+			return code
+		}
+	}
+	// One read of the API first: a wrong base URL, a refused credential or
+	// an unreachable host is said as such, not as every lookup failing.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = apicheck.Probe(pctx, apicheck.ProbeConfig{BaseURL: o.baseURL, Token: pagpolar.StaticToken(token)})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar ops settle: %s; nothing was looked up or changed\n", strings.TrimPrefix(err.Error(), "apicheck: "))
+		return exitFailed
+	}
 	c, err := pagpolar.NewClient(cred, pagpolar.StaticToken(token), pagpolar.WithBaseURL(o.baseURL), pagpolar.WithStore(store))
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar ops settle: %v\n", err)
@@ -68,10 +93,6 @@ func opsSettle(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, s
 	if opID == "" {
 		results, err = c.ResumeAll(ctx)
 	} else {
-		if o.wait <= 0 {
-			fmt.Fprintln(stderr, "pagpolar ops settle: -wait must be positive")
-			return exitUsage
-		}
 		fmt.Fprintf(stderr, "pagpolar ops settle: looking %s up, for up to %s\n", pagpolar.RecordID(cred, opID), o.wait)
 		// Resume polls until a lookup is conclusive; when wctx ends first
 		// it reports the operation unknown, with the time it will be.
@@ -123,6 +144,9 @@ func settleDryRun(ctx context.Context, o *opsFlags, cred, opID string, out *opsO
 			return exitNoSuchOp
 		}
 	} else {
+		if code := credentialHasOperations(ctx, store, cred, stderr); code != exitOK {
+			return code
+		}
 		recs, err = store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown},
 			Prefix: pagpolar.RecordID(cred, ""), Limit: math.MaxInt32})
 		if err != nil {
@@ -131,4 +155,38 @@ func settleDryRun(ctx context.Context, o *opsFlags, cred, opID string, out *opsO
 		}
 	}
 	return out.wouldSettle(recs, time.Now())
+}
+
+// credentialHasOperations checks that the store holds some operation
+// (in any state) of cred, so that a mistyped -credential is said, with the
+// credentials the store does hold, instead of "0 operation(s)".
+func credentialHasOperations(ctx context.Context, store recordReader, cred string, stderr io.Writer) int {
+	recs, err := store.List(ctx, keystore.Filter{Prefix: pagpolar.RecordID(cred, ""), Limit: 1})
+	if err != nil {
+		fmt.Fprintf(stderr, "pagpolar ops settle: %v\n", err)
+		return exitFailed
+	}
+	if len(recs) > 0 {
+		return exitOK
+	}
+	// The credentials of up to 1000 records, as a hint.
+	some, err := store.List(ctx, keystore.Filter{Limit: 1000})
+	seen := map[string]bool{}
+	var creds []string
+	for _, r := range some {
+		if c, _, ok := pagpolar.SplitRecordID(r.OperationID); ok && !seen[c] {
+			seen[c] = true
+			creds = append(creds, fmt.Sprintf("%q", c))
+		}
+	}
+	hint := "the store holds no operation at all"
+	switch {
+	case err != nil:
+		hint = "the store's credentials could not be listed: " + err.Error()
+	case len(creds) > 0:
+		slices.Sort(creds)
+		hint = "it holds operations of " + strings.Join(creds, ", ")
+	}
+	fmt.Fprintf(stderr, "pagpolar ops settle: no operation of credential %q in the store (%s): check -credential or $PAGPOLAR_CREDENTIAL_ID\n", cred, hint)
+	return exitNoSuchOp
 }

@@ -454,7 +454,7 @@ func TestOpsReadCommandsNeverWrite(t *testing.T) {
 		args := []string{cmd, "-store", "sqlite:" + other}
 		if cmd == "settle" {
 			t.Setenv("PAGPOLAR_TOKEN", "tok")
-			args = append(args, "-credential", "c", "-all")
+			args = append(args, "-credential", "c", "-all", "-base-url", "http://127.0.0.1:1/v1")
 		}
 		if _, errs, code := ops(t, args...); code != 2 || !strings.Contains(errs, "no table pagpolar_operations") {
 			t.Errorf("ops %s on a file without the table: code %d %q", cmd, code, errs)
