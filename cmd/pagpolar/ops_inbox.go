@@ -141,7 +141,7 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	switch sub {
 	case "list":
-		f := webhook.Filter{Limit: *limit}
+		f := webhook.Filter{Limit: *limit + 1} // one more than shown: are there more?
 		for _, s := range splitList(*states) {
 			st := webhook.State(s)
 			if !st.Valid() {
@@ -158,12 +158,20 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "pagpolar ops inbox list: %v\n", err)
 			return 1
 		}
+		more := len(recs) > *limit
+		if more {
+			recs = recs[:*limit]
+		}
+		notice := ""
+		if more {
+			notice = fmt.Sprintf("showing %d of at least %d; -limit N", len(recs), len(recs)+1)
+		}
 		if out.json {
 			views := make([]eventView, 0, len(recs))
 			for _, r := range recs {
 				views = append(views, eventViewOf(r, false, nil))
 			}
-			return out.encode(views)
+			return out.encode(map[string]any{"events": views, "more": more, "notice": notice})
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tEVENT\tSTATE\tATTEMPTS\tDELIVERIES\tAGE\tLAST ERROR")
@@ -172,7 +180,11 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				time.Since(r.UpdatedAt).Truncate(time.Second), truncate(r.LastError, 60))
 		}
 		_ = tw.Flush()
-		fmt.Fprintf(stdout, "%d event(s)\n", len(recs))
+		if more {
+			fmt.Fprintln(stdout, notice)
+		} else {
+			fmt.Fprintf(stdout, "%d event(s)\n", len(recs))
+		}
 		return 0
 	case "show", "retry":
 		var rec webhook.Record

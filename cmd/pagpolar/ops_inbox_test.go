@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -181,5 +182,29 @@ func TestOpsInboxShowSealed(t *testing.T) {
 	out, _, _ = ops(t, "inbox", "show", "-store", url, "TRANSACTION_PAID:sale_7")
 	if strings.Contains(out, "maria@") {
 		t.Errorf("show without -payload printed the body:\n%s", out)
+	}
+}
+
+// TestOpsInboxListSaysMoreInJSON: a list cut at -limit says so, in the
+// JSON itself and on the text's last line.
+func TestOpsInboxListSaysMoreInJSON(t *testing.T) {
+	path, s := newInboxFile(t)
+	for _, k := range []string{"TRANSACTION_PAID:a", "TRANSACTION_PAID:b", "TRANSACTION_PAID:c"} {
+		settle(t, s, k, webhook.StateDead)
+	}
+	out, errs, code := ops(t, "inbox", "list", "-store", "sqlite:"+path, "-limit", "2", "-json")
+	var v struct {
+		Events []eventView `json:"events"`
+		More   bool        `json:"more"`
+		Notice string      `json:"notice"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Events) != 2 || !v.More || !strings.Contains(v.Notice, "showing 2 of at least 3") {
+		t.Errorf("-json -limit 2: exit %d\n%s%s", code, out, errs)
+	}
+	if out, _, _ := ops(t, "inbox", "list", "-store", "sqlite:"+path, "-limit", "2"); !strings.Contains(out, "showing 2 of at least 3") {
+		t.Errorf("text -limit 2:\n%s", out)
+	}
+	if out, _, _ := ops(t, "inbox", "list", "-store", "sqlite:"+path, "-limit", "3", "-json"); !strings.Contains(out, `"more": false`) {
+		t.Errorf("-limit 3 of 3:\n%s", out)
 	}
 }
