@@ -34,7 +34,13 @@ SIGKILLed at random moments and kill themselves at the named crash points
 (after the save and before the send; after the send and before the answer is
 stored), are restarted, and re-issue their unfinished orders with the same
 operation IDs. At the end this process runs ResumeAll, re-issues what is still
-open, and checks the ledger. Exits 1 if any operation got two effects or none.
+open, and checks the ledger. The report ends with the checks and the verdict.
+
+Exit codes: 0 every check passed; 1 a check failed (an operation got two
+effects, or none); 2 bad usage; 3 settling could not finish (the -timeout
+ran out, or the store detected a loss of records and refuses every new
+operation): the report says what stayed open and why, and no check but
+"without an outcome" failed.
 
 Big run (about ten minutes on a 2-core machine):
   pagpolar chaos -store postgres://... -workers 3 -orders 20000 -kill-every 3s
@@ -176,10 +182,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "pagpolar chaos: writing the report: %v\n", err)
 		return 1
 	}
-	if !rep.OK() {
-		return 1
-	}
-	return 0
+	return runExitCode(rep)
 }
 
 // chaosRun is the parent's state while workers run.
@@ -337,12 +340,15 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*chaosResul
 		}
 	}
 	settling := reconcile(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, r.res, cfg.concurrency)
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("settling: %w", err)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, fmt.Errorf("settling: %w", ctx.Err())
 	}
+	// Out of time or not, the run ends with its report: what stayed open
+	// is in it, and why (settling.Stopped).
 	r.stats.Add(col.Snapshot())
-
-	ops, err := expectedOps(ctx, store, srv.CredentialID, cfg.seed, cfg.orders)
+	vctx, vcancel := verifyContext(ctx)
+	defer vcancel()
+	ops, err := expectedOps(vctx, store, srv.CredentialID, cfg.seed, cfg.orders)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,8 @@ printed.
 Exit codes: 0 every check passed; 1 the ledger check failed (an order charged
 twice, an effect reported failed, an operation without an outcome...); 2 bad
 usage or a store the demo cannot use (a bad or refused -store URL); 3 the run
-could not finish (it timed out, or the store failed mid-run). The same -seed gives the same orders and the same faults (each
+could not finish (it timed out, or the store failed mid-run; when settling is
+what stopped, the report says what stayed open and why). The same -seed gives the same orders and the same faults (each
 decided by the seed, the order and the attempt, not by timing), so two runs
 report the same fault counts, effects and verdict. That holds by
 construction at -concurrency 1; at higher concurrency the orders share a
@@ -157,8 +158,5 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pagpolar demo: writing the report: %v\n", err)
 		return demoExitIncomplete
 	}
-	if !rep.OK() {
-		return demoExitFailed
-	}
-	return demoExitOK
+	return runExitCode(rep)
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -81,8 +82,14 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	settling := reconcileShowing(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, res, cfg.concurrency,
 		func(line func(time.Duration) string) *progress { return startProgress(stderr, tty, line) })
 	settling.SettleMS = float64(time.Since(settleStart).Microseconds()) / 1000
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("settling: %w", err)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, fmt.Errorf("settling: %w", ctx.Err())
+	}
+	if settling.Stopped != "" {
+		// What is still open stays so: the report says what and why.
+		var vcancel context.CancelFunc
+		ctx, vcancel = verifyContext(ctx)
+		defer vcancel()
 	}
 	// What the lookups left unknown, the run's webhook events may settle.
 	webhooks, settled, err := settleByWebhooks(ctx, c, store, srv, func(line func(time.Duration) string) *progress { return startProgress(stderr, tty, line) })

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/internal/report"
+	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // order is one order of the scenario, derived from the seed and its index
@@ -86,6 +87,10 @@ type outcome struct {
 	Err       string `json:"err,omitempty"`
 	Calls     int    `json:"calls"`
 	LatencyUS int64  `json:"latency_us"`
+	// amnesia: the key store refused the operation because it lost
+	// records it had acknowledged; calling again changes nothing until an
+	// operator accepts the loss.
+	amnesia bool
 }
 
 func (o outcome) final() bool { return o.State != "unsettled" }
@@ -179,6 +184,9 @@ func (r *orderRunner) until(ctx context.Context, idx int, opID string, fn func(c
 		}
 		if st := finalState(err); st != "" {
 			o.State = st
+			break
+		}
+		if o.amnesia = errors.Is(err, keystore.ErrAmnesia); o.amnesia {
 			break
 		}
 		if (r.calls > 0 && o.Calls >= r.calls) || ctx.Err() != nil {

@@ -22,7 +22,11 @@ import (
 // machine was starved). Each round runs ResumeAll (lookups only, never a
 // charge), then the order code again for each order still open (same
 // operation IDs: the SDK settles first and sends only after a trusted
-// not-found). Rounds go on until nothing is open or ctx ends.
+// not-found). Rounds go on until nothing is open, no round makes progress,
+// the store refuses new operations for a loss of records (amnesia: calling
+// again changes nothing until an operator accepts the loss), or ctx ends;
+// Settling.Stopped says which of the last two stopped it with operations
+// still open.
 func reconcile(ctx context.Context, c *pagpolar.Client, store keystore.Store, credential string, run *orderRunner, seed int64, n int, res *results, conc int) report.Settling {
 	return reconcileShowing(ctx, c, store, credential, run, seed, n, res, conc, nil)
 }
@@ -107,13 +111,16 @@ func reconcileShowing(ctx context.Context, c *pagpolar.Client, store keystore.St
 		}
 		sort.Ints(orders)
 		var mu sync.Mutex
-		var reissued atomic.Int64
+		var reissued, refused atomic.Int64
 		p = show(func(el time.Duration) string {
 			return fmt.Sprintf("settling, round %d: calling again %d/%d orders with the same operation IDs (the SDK looks up before it resends), %s",
 				round, reissued.Load(), len(orders), el.Round(100*time.Millisecond))
 		})
 		forEachOrder(ctx, len(orders), conc, func(k int) {
 			for _, o := range run.process(ctx, orderAt(seed, orders[k])) {
+				if o.amnesia {
+					refused.Add(1)
+				}
 				res.set(o)
 				if open[o.OpID] && !byResume[o.OpID] && o.final() {
 					mu.Lock()
@@ -124,6 +131,15 @@ func reconcileShowing(ctx context.Context, c *pagpolar.Client, store keystore.St
 			reissued.Add(1)
 		})
 		p.stop()
+		if n := refused.Load(); n > 0 {
+			s.StillUnsettledEnd = len(res.unsettledOps())
+			s.Stopped = fmt.Sprintf("the key store lost records it had acknowledged and refuses every new operation (%d refused in round %d): "+
+				"what is still open stays unsettled until an operator settles the survivors and accepts the loss (pagpolar ops recover)", n, round)
+			return s
+		}
+	}
+	if err := ctx.Err(); err != nil && s.StillUnsettledEnd > 0 {
+		s.Stopped = fmt.Sprintf("the run's time ran out while settling (%v), with %d operations still open", err, s.StillUnsettledEnd)
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/internal/report"
@@ -69,4 +70,33 @@ func expectedOpsCounting(ctx context.Context, store keystore.Store, credential s
 		}
 	}
 	return out, nil
+}
+
+// verifyTimeout bounds verification when the run's own time ran out.
+const verifyTimeout = 2 * time.Minute
+
+// verifyContext is the context verification reads the store with: ctx, or,
+// when ctx's deadline has passed (the run ran out of time while settling),
+// one of its own bound, so that the run still ends with its report. A
+// cancelled ctx (an interrupt) is kept.
+func verifyContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return context.WithTimeout(context.WithoutCancel(ctx), verifyTimeout)
+	}
+	return ctx, func() {}
+}
+
+// runExitCode is the exit code of a demo or chaos run from its report:
+// 0 every check passed, 1 a check failed (an operation charged twice, an
+// effect reported failed, an operation without an outcome), 3 the run
+// could not finish settling (Report.Incomplete: what stayed open and why
+// is in the report).
+func runExitCode(rep *report.Report) int {
+	switch {
+	case rep.OK():
+		return demoExitOK
+	case rep.Incomplete():
+		return demoExitIncomplete
+	}
+	return demoExitFailed
 }

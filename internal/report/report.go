@@ -297,9 +297,25 @@ func (r *Report) WriteText(w io.Writer) error {
 	return nil
 }
 
+// Incomplete reports a run whose only failed check is operations left
+// without an outcome because settling stopped before the end
+// (Settling.Stopped says why): not a double or a false effect, but a run
+// that could not finish.
+func (r *Report) Incomplete() bool {
+	if r.OK() || r.Settling.Stopped == "" {
+		return false
+	}
+	cp := *r
+	cp.Check.Unfinished = nil
+	return cp.OK()
+}
+
 // Verdict is the report's one-line conclusion, the last line of its text.
 func (r *Report) Verdict() string {
-	if !r.OK() {
+	switch {
+	case r.Incomplete():
+		return "INCOMPLETE: no order was charged twice, but settling stopped with operations still open: " + r.Settling.Stopped
+	case !r.OK():
 		return "FAILED: see the lines marked <-- above"
 	}
 	return "OK: no order was charged twice, and every operation has an outcome"
