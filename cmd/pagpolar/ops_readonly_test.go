@@ -320,3 +320,35 @@ func redactArgs(args []string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestOpsReadsARedisCluster: ops reaches the redis+cluster:// stores the
+// SDK opens (a Cluster named by its nodes), read-only; without a Cluster
+// at the address the error is the store's being unreachable (exit 1), not
+// the URL's form.
+func TestOpsReadsARedisCluster(t *testing.T) {
+	if _, errs, code := ops(t, "list", "-store", "redis+cluster://127.0.0.1:1,127.0.0.1:2/?dial_timeout=500ms"); code != exitFailed || strings.Contains(errs, "scheme") {
+		t.Errorf("list on an unreachable Cluster: exit %d, %q; want 1 (unreachable)", code, errs)
+	}
+	nodes := os.Getenv("PAGPOLAR_TEST_REDIS_CLUSTER")
+	if nodes == "" {
+		t.Skip("PAGPOLAR_TEST_REDIS_CLUSTER is not set (.ci/run starts one)")
+	}
+	prefix := "opsro" + randomSuffix()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(nodes, ",")})
+	defer c.Close()
+	t.Cleanup(func() { deleteClusterPrefix(t, strings.Split(nodes, ","), prefix) })
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.AllowVolatile(), redisstore.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedKeyStore(t, s)
+	url := "redis+cluster://" + nodes + "/?prefix=" + prefix
+	for _, args := range [][]string{{"list", "-store", url}, {"show", "-store", url, pagpolar.RecordID(roCred, roOp)}, {"reap", "-dry-run", "-store", url}} {
+		if out, errs, code := ops(t, args...); code != 0 {
+			t.Errorf("ops %s: exit %d\n%s%s", redactArgs(args), code, out, errs)
+		}
+	}
+	if _, errs, code := ops(t, "list", "-store", "redis+cluster://"+nodes+"/?prefix="+prefix+"-none"); code != exitUsage {
+		t.Errorf("list under an empty prefix: exit %d %q", code, errs)
+	}
+}

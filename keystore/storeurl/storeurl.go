@@ -106,7 +106,7 @@ func openSQL(loc storeloc.Location, so sqlOptions) (*sqlstore.Store, func() erro
 	if err != nil {
 		return nil, nil, err
 	}
-	if async {
+	if async || so.readOnly { // a read risks nothing on a session that commits asynchronously
 		opts = append(opts, sqlstore.AllowAsyncCommit())
 	}
 	var s *sqlstore.Store
