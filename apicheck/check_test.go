@@ -346,14 +346,14 @@ func TestUnreachableOrRefusedCredential(t *testing.T) {
 	srv := pagpolartest.NewServer(t)
 	cfg := Config{BaseURL: srv.URL, CredentialID: srv.CredentialID, Token: pagpolar.StaticToken("wrong"),
 		OfferID: "offer-basic", PlanID: "plan-basic", OtherPlanID: "plan-pro"}
-	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "refused the credential") {
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "GET /sales answered 401: the credential was refused") || !errors.Is(err, ErrCredentialRefused) {
 		t.Errorf("wrong token: %v", err)
 	}
 	if n := len(srv.Ledger().Sales); n != 0 {
 		t.Errorf("%d sales after a refused credential", n)
 	}
 	cfg.BaseURL = "http://127.0.0.1:1/v1"
-	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "cannot reach 127.0.0.1:1") || !errors.Is(err, ErrUnreachable) {
 		t.Errorf("unreachable: %v", err)
 	}
 }

@@ -37,6 +37,9 @@ type recorder struct {
 	basePath string
 	rd       *redactor // learns every bearer token sent
 
+	// onAdd, if set, sees every exchange once it is recorded.
+	onAdd func(exchange)
+
 	mu   sync.Mutex
 	log  []exchange
 	step string
@@ -127,4 +130,7 @@ func (r *recorder) add(x exchange) {
 	x.step = r.step
 	r.log = append(r.log, x)
 	r.mu.Unlock()
+	if r.onAdd != nil {
+		r.onAdd(x)
+	}
 }

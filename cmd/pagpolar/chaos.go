@@ -34,7 +34,13 @@ SIGKILLed at random moments and kill themselves at the named crash points
 (after the save and before the send; after the send and before the answer is
 stored), are restarted, and re-issue their unfinished orders with the same
 operation IDs. At the end this process runs ResumeAll, re-issues what is still
-open, and checks the ledger. Exits 1 if any operation got two effects or none.
+open, and checks the ledger. The report ends with the checks and the verdict.
+
+Exit codes: 0 every check passed; 1 a check failed (an operation got two
+effects, or none); 2 bad usage; 3 settling could not finish (the -timeout
+ran out, or the store detected a loss of records and refuses every new
+operation): the report says what stayed open and why, and no check but
+"without an outcome" failed.
 
 Big run (about ten minutes on a 2-core machine):
   pagpolar chaos -store postgres://... -workers 3 -orders 20000 -kill-every 3s
@@ -93,11 +99,13 @@ func (c *chaosConfig) crashFor(w, n int) workerCrash {
 	return workerCrash{point: []string{crashAfterSave, crashAfterSend}[(w+n)%2], prob: c.crashProb}
 }
 
-func parseChaosFlags(args []string, stderr io.Writer) (*chaosConfig, error) {
+// parseChaosFlags reads chaos's flags; for -h it writes the usage to
+// stdout and returns flag.ErrHelp.
+func parseChaosFlags(args []string, stdout io.Writer) (*chaosConfig, error) {
 	cfg := &chaosConfig{}
 	fs := flag.NewFlagSet("pagpolar chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, chaosUsage); fs.PrintDefaults() }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.store, "store", "", "key store URL shared by the workers: postgres://..., redis://..., sqlite:PATH (default: SQLite in a temporary file)")
 	fs.IntVar(&cfg.workers, "workers", 3, "worker processes")
 	fs.IntVar(&cfg.orders, "orders", 2000, "orders to run")
@@ -111,6 +119,11 @@ func parseChaosFlags(args []string, stderr io.Writer) (*chaosConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "give up (and fail) after this long")
 	fs.BoolVar(&cfg.asJSON, "json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, chaosUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
 		return nil, err
 	}
 	switch {
@@ -134,7 +147,7 @@ func parseChaosFlags(args []string, stderr io.Writer) (*chaosConfig, error) {
 
 // runChaos is `pagpolar chaos`.
 func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseChaosFlags(args, stderr)
+	cfg, err := parseChaosFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -169,10 +182,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "pagpolar chaos: writing the report: %v\n", err)
 		return 1
 	}
-	if !rep.OK() {
-		return 1
-	}
-	return 0
+	return runExitCode(rep)
 }
 
 // chaosRun is the parent's state while workers run.
@@ -330,12 +340,15 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*chaosResul
 		}
 	}
 	settling := reconcile(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, r.res, cfg.concurrency)
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("settling: %w", err)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, fmt.Errorf("settling: %w", ctx.Err())
 	}
+	// Out of time or not, the run ends with its report: what stayed open
+	// is in it, and why (settling.Stopped).
 	r.stats.Add(col.Snapshot())
-
-	ops, err := expectedOps(ctx, store, srv.CredentialID, cfg.seed, cfg.orders)
+	vctx, vcancel := verifyContext(ctx)
+	defer vcancel()
+	ops, err := expectedOps(vctx, store, srv.CredentialID, cfg.seed, cfg.orders)
 	if err != nil {
 		return nil, err
 	}

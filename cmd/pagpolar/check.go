@@ -134,6 +134,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.Policy = &pagpolar.RetryPolicy{ProcessingWindow: *window, WindowMargin: short, SettleDelay: short,
 			LookupInterval: max(short/2, time.Millisecond), MaxRetryAfter: short, MaxSettleWait: 3 * *window}
 	}
+	cfg.Phase = func(line string) { fmt.Fprintln(stderr, "pagpolar check: "+line) }
 	if *verbose {
 		cfg.Progress = func(line string) { fmt.Fprintln(stderr, "pagpolar check: "+line) }
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,10 @@ func TestDemoTextReport(t *testing.T) {
 	if code := runDemo(context.Background(), []string{"-orders", "40", "-fault-rate", "0", "-store", "memory:"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "pagpolar demo: OK") {
+		t.Errorf("the last line is not the verdict: %q", last)
+	}
 	for _, want := range []string{"pagpolar demo: OK", "charged twice (two successful effects for one operation)  0", "operations without an outcome at the end                  0", "key store             memory:", "settled by webhook events               none needed"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
@@ -187,8 +192,13 @@ func TestDemoFlags(t *testing.T) {
 		}
 	}
 	var errb bytes.Buffer
-	if code := runDemo(context.Background(), []string{"-store", "nosuch://x"}, &bytes.Buffer{}, &errb); code != 1 || !strings.Contains(errb.String(), "key store") {
+	// A store the demo cannot use is a usage error (2), not a failed
+	// ledger check (1).
+	if code := runDemo(context.Background(), []string{"-store", "nosuch://x"}, &bytes.Buffer{}, &errb); code != demoExitUsage || !strings.Contains(errb.String(), "key store") {
 		t.Errorf("bad store URL: exit %d, %q", code, errb.String())
+	}
+	if code := runDemo(context.Background(), []string{"-store", "sqlite:" + filepath.Join(t.TempDir(), "no", "dir", "x.db")}, &bytes.Buffer{}, &errb); code != demoExitUsage {
+		t.Errorf("a SQLite file that cannot be created: exit %d, %q", code, errb.String())
 	}
 }
 

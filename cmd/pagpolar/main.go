@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"sort"
 	"syscall"
 
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[0] == "help" {
+		if len(args) > 1 && args[0] == "help" && !slices.Contains([]string{"-h", "-help", "--help", "help"}, args[1]) {
 			// help <command>: the command's own help.
 			if cmd, ok := commands[args[1]]; ok && summaries[args[1]] != "" {
 				return cmd(ctx, []string{"-h"}, stdout, stderr)

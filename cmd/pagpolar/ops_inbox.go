@@ -7,125 +7,119 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/webhook"
-	"github.com/pagpolar/pagpolar-go/webhook/redisinbox"
-	"github.com/pagpolar/pagpolar-go/webhook/sqlinbox"
 )
 
-const inboxUsage = `usage: pagpolar ops inbox <command> -store URL [flags]
+const inboxUsage = `usage: pagpolar ops inbox <command> [flags] [KEY]
 
-The operator's view of a webhook inbox (sqlite:PATH, postgres://..., redis://...).
+The operator's view of a webhook inbox. The store is -store URL or
+$PAGPOLAR_INBOX_STORE (the inbox is not the key store of $PAGPOLAR_STORE,
+though both may live in one database), in the key store's URL forms:
+sqlite:PATH, postgres://..., redis://..., redis+cluster://h1:p,h2:p/...,
+with the same parameters: ?table= (SQL), ?prefix= (Redis), and the opt-outs
+?volatile=1 (a Redis without an append-only file) and ?async_commit=1 (a
+PostgreSQL session with synchronous_commit off), needed only by the commands
+that write.
 
 commands:
-  list   list events by state and age    [-state dead,error] [-older-than 1h] [-limit 100]
-  show   show one event                  KEY [-payload: also print the stored body]
+  list   list events by state and age    [-state dead,error] [-older-than 1h] [-limit 100]   (reads only)
+  show   show one event                  KEY [-payload: also print the stored body]          (reads only)
   retry  make a dead or error event due again now   KEY
   reap   delete processed and dead events not changed for -retention, in batches
-         [-retention 720h] [-batch 100] [-pause 10ms] [-dry-run: list what it would delete, up to -limit]
+         [-retention 720h] [-batch 100] [-pause 10ms] [-dry-run: list what it would delete, up to -limit; reads only]
+
+The read commands open the inbox read-only: they never create a file, a
+table or a key, and an inbox that does not exist is an error (exit 2). A
+Redis without an append-only file is read after one warning.
 
 Stored bodies can hold customer data. When the receiver seals them (webhook.Config.PayloadKeys),
 show -payload opens them only with the keys in $PAGPOLAR_WEBHOOK_PAYLOAD_KEYS (id:base64,...);
 without them it says which key sealed the body. Everything else (key, event, sale or subscription,
 state, attempts, deliveries, last error, times) is stored in clear and always shown.
 
-store flags:
-  -allow-volatile       accept a Redis without an append-only file (a development Redis)
-  -allow-async-commit   accept a PostgreSQL session with synchronous_commit off`
+Run "pagpolar ops inbox <command> -h" for a command's flags.
 
-// inboxOptions are the opt-outs of the stores' durability checks.
-type inboxOptions struct {
-	allowVolatile, allowAsyncCommit bool
-}
+exit codes:
+  0  done (a dry run: nothing changed)
+  1  the store failed (unreachable, refused a write)
+  2  bad usage, or the inbox does not exist (no file, no table, no key under the prefix)
+  3  no such event`
 
-// openInbox opens a webhook inbox store from a URL, migrating SQL schemas.
-func openInbox(ctx context.Context, raw string, o inboxOptions) (webhook.Store, func() error, error) {
-	switch {
-	case strings.HasPrefix(raw, "sqlite:"):
-		s, err := sqlinbox.OpenSQLite(strings.TrimPrefix(strings.TrimPrefix(raw, "sqlite:"), "//"))
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := s.Migrate(ctx); err != nil {
-			_ = s.Close()
-			return nil, nil, err
-		}
-		return s, s.Close, nil
-	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		var opts []sqlinbox.Option
-		if o.allowAsyncCommit {
-			opts = append(opts, sqlinbox.AllowAsyncCommit())
-		}
-		s, err := sqlinbox.OpenPostgres(raw, opts...)
-		if err != nil {
-			if errors.Is(err, sqlinbox.ErrAsyncCommit) {
-				err = fmt.Errorf("%w (-allow-async-commit accepts it)", err)
-			}
-			return nil, nil, err
-		}
-		if err := s.Migrate(ctx); err != nil {
-			_ = s.Close()
-			return nil, nil, err
-		}
-		return s, s.Close, nil
-	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
-		var opts []redisinbox.Option
-		if o.allowVolatile {
-			opts = append(opts, redisinbox.AllowVolatile())
-		}
-		s, err := redisinbox.NewFromURL(raw, opts...)
-		if err != nil {
-			if errors.Is(err, redisinbox.ErrVolatile) {
-				err = fmt.Errorf("%w (-allow-volatile accepts it)", err)
-			}
-			return nil, nil, err
-		}
-		return s, s.Close, nil
-	}
-	return nil, nil, fmt.Errorf("unsupported inbox store URL %q (want sqlite:PATH, postgres:// or redis://)", redactURL(raw))
-}
+// inboxCommands are the subcommands of pagpolar ops inbox.
+var inboxCommands = []string{"list", "show", "retry", "reap"}
 
 func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprintln(stderr, inboxUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, inboxUsage)
+		return exitOK
 	}
 	sub, args := args[0], args[1:]
+	if !slices.Contains(inboxCommands, sub) {
+		fmt.Fprintf(stderr, "pagpolar ops inbox: unknown command %q\n\n%s\n", sub, inboxUsage)
+		return exitUsage
+	}
 	fs := flag.NewFlagSet("ops inbox "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	storeURL := fs.String("store", os.Getenv("PAGPOLAR_INBOX_STORE"), "inbox store URL (default $PAGPOLAR_INBOX_STORE)")
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	storeURL := fs.String("store", os.Getenv("PAGPOLAR_INBOX_STORE"), "inbox store URL: sqlite:PATH, postgres://..., redis://... (default $PAGPOLAR_INBOX_STORE)")
 	asJSON := fs.Bool("json", false, "machine-readable output")
 	states := fs.String("state", "", "comma-separated states: received, processing, processed, error, dead (list)")
 	olderThan := fs.Duration("older-than", 0, "only events not updated for this long (list)")
-	limit := fs.Int("limit", 100, "maximum events (list)")
+	limit := fs.Int("limit", 100, "maximum events (list, reap -dry-run)")
 	payload := fs.Bool("payload", false, "print the stored body too (show); it may hold customer data")
 	retention := fs.Duration("retention", webhook.DefaultRetention, "keep processed and dead events this long after their last change (reap)")
 	batch := fs.Int("batch", webhook.DefaultReapBatch, "events deleted per batch (reap)")
 	pause := fs.Duration("pause", 10*time.Millisecond, "wait between batches, so live traffic goes first (reap)")
 	dryRun := fs.Bool("dry-run", false, "list what reap would delete, up to -limit, and delete nothing (reap)")
-	var o inboxOptions
-	fs.BoolVar(&o.allowVolatile, "allow-volatile", false, "accept a Redis without an append-only file")
-	fs.BoolVar(&o.allowAsyncCommit, "allow-async-commit", false, "accept a PostgreSQL session with synchronous_commit off")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	pos, err := parseInterleaved(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stdout, "usage: pagpolar ops inbox %s [flags]%s\n\nflags:\n", sub, map[string]string{"show": " KEY", "retry": " KEY"}[sub])
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fmt.Fprintln(stdout, "\nexit codes: 0 done; 1 store error; 2 bad usage or no such inbox; 3 no such event")
+		return exitOK
+	case err != nil:
+		msg := err.Error()
+		if strings.Contains(msg, "-allow-volatile") || strings.Contains(msg, "-allow-async-commit") {
+			msg += " (the opt-outs are in the store URL, as for the key store: ?volatile=1, ?async_commit=1)"
+		}
+		fmt.Fprintf(stderr, "pagpolar ops inbox %s: %s\nRun \"pagpolar ops inbox %s -h\" for its flags.\n", sub, msg, sub)
+		return exitUsage
 	}
 	if *storeURL == "" {
-		fmt.Fprintln(stderr, "pagpolar ops inbox: -store is required")
-		return 2
+		fmt.Fprintf(stderr, "pagpolar ops inbox %s: -store is required (sqlite:PATH, postgres://..., redis://...; or set $PAGPOLAR_INBOX_STORE)\n", sub)
+		return exitUsage
+	}
+	if (sub == "list" || sub == "reap") && len(pos) > 0 {
+		fmt.Fprintf(stderr, "pagpolar ops inbox %s: unexpected argument %q (%s takes flags only)\n", sub, pos[0], sub)
+		return exitUsage
+	}
+	if (sub == "show" || sub == "retry") && len(pos) != 1 {
+		fmt.Fprintf(stderr, "pagpolar ops inbox %s: want one event key (as listed)\n", sub)
+		return exitUsage
+	}
+	if *limit <= 0 {
+		fmt.Fprintf(stderr, "pagpolar ops inbox %s: -limit must be positive\n", sub)
+		return exitUsage
 	}
 	if sub == "reap" && *retention < webhook.MinRetention {
 		fmt.Fprintf(stderr, "pagpolar ops inbox reap: -retention %v is shorter than the minimum %v\n", *retention, webhook.MinRetention)
-		return 2
+		return exitUsage
 	}
 	if sub == "reap" && (*batch <= 0 || *pause < 0) {
 		fmt.Fprintln(stderr, "pagpolar ops inbox reap: -batch must be positive and -pause not negative")
-		return 2
+		return exitUsage
 	}
 	var keys []webhook.PayloadKey
 	if sub == "show" && *payload {
@@ -137,17 +131,17 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 	}
-	store, closeStore, err := openInbox(ctx, *storeURL, o)
+	readOnly := sub == "list" || sub == "show" || (sub == "reap" && *dryRun)
+	store, closeStore, err := openInbox(ctx, *storeURL, readOnly, warnOnce(stderr, "ops inbox "+sub))
 	if err != nil {
-		fmt.Fprintf(stderr, "pagpolar ops inbox: %v\n", err)
-		return 1
+		return openFailed(stderr, "inbox "+sub, err)
 	}
 	defer func() { _ = closeStore() }()
 	out := &opsOutput{w: stdout, json: *asJSON}
 
 	switch sub {
 	case "list":
-		f := webhook.Filter{Limit: *limit}
+		f := webhook.Filter{Limit: *limit + 1} // one more than shown: are there more?
 		for _, s := range splitList(*states) {
 			st := webhook.State(s)
 			if !st.Valid() {
@@ -164,12 +158,20 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "pagpolar ops inbox list: %v\n", err)
 			return 1
 		}
+		more := len(recs) > *limit
+		if more {
+			recs = recs[:*limit]
+		}
+		notice := ""
+		if more {
+			notice = fmt.Sprintf("showing %d of at least %d; -limit N", len(recs), len(recs)+1)
+		}
 		if out.json {
 			views := make([]eventView, 0, len(recs))
 			for _, r := range recs {
 				views = append(views, eventViewOf(r, false, nil))
 			}
-			return out.encode(views)
+			return out.encode(map[string]any{"events": views, "more": more, "notice": notice})
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tEVENT\tSTATE\tATTEMPTS\tDELIVERIES\tAGE\tLAST ERROR")
@@ -178,18 +180,18 @@ func runInbox(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				time.Since(r.UpdatedAt).Truncate(time.Second), truncate(r.LastError, 60))
 		}
 		_ = tw.Flush()
-		fmt.Fprintf(stdout, "%d event(s)\n", len(recs))
+		if more {
+			fmt.Fprintln(stdout, notice)
+		} else {
+			fmt.Fprintf(stdout, "%d event(s)\n", len(recs))
+		}
 		return 0
 	case "show", "retry":
-		if fs.NArg() != 1 {
-			fmt.Fprintf(stderr, "pagpolar ops inbox %s: want one event key (as listed)\n", sub)
-			return 2
-		}
 		var rec webhook.Record
 		if sub == "show" {
-			rec, err = store.Get(ctx, fs.Arg(0))
+			rec, err = store.Get(ctx, pos[0])
 		} else {
-			rec, err = store.Retry(ctx, fs.Arg(0))
+			rec, err = store.Retry(ctx, pos[0])
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "pagpolar ops inbox %s: %v\n", sub, err)

@@ -5,9 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,18 +185,26 @@ func TestOpsInboxShowSealed(t *testing.T) {
 	}
 }
 
-// TestOpsInboxRefusesVolatileRedis: the shared test Redis keeps nothing on
-// disk, so the inbox commands refuse it unless -allow-volatile says so.
-func TestOpsInboxRefusesVolatileRedis(t *testing.T) {
-	url := os.Getenv("PAGPOLAR_TEST_REDIS_URL")
-	if url == "" {
-		t.Skip("PAGPOLAR_TEST_REDIS_URL is not set")
+// TestOpsInboxListSaysMoreInJSON: a list cut at -limit says so, in the
+// JSON itself and on the text's last line.
+func TestOpsInboxListSaysMoreInJSON(t *testing.T) {
+	path, s := newInboxFile(t)
+	for _, k := range []string{"TRANSACTION_PAID:a", "TRANSACTION_PAID:b", "TRANSACTION_PAID:c"} {
+		settle(t, s, k, webhook.StateDead)
 	}
-	_, errs, code := ops(t, "inbox", "list", "-store", url, "-state", "dead", "-limit", "1")
-	if code == 0 || !strings.Contains(errs, "-allow-volatile") {
-		t.Fatalf("list on a Redis without an AOF: %d %s; want refused, naming -allow-volatile", code, errs)
+	out, errs, code := ops(t, "inbox", "list", "-store", "sqlite:"+path, "-limit", "2", "-json")
+	var v struct {
+		Events []eventView `json:"events"`
+		More   bool        `json:"more"`
+		Notice string      `json:"notice"`
 	}
-	if out, errs, code := ops(t, "inbox", "list", "-store", url, "-state", "dead", "-limit", "1", "-allow-volatile"); code != 0 {
-		t.Fatalf("list -allow-volatile: %d\n%s%s", code, out, errs)
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Events) != 2 || !v.More || !strings.Contains(v.Notice, "showing 2 of at least 3") {
+		t.Errorf("-json -limit 2: exit %d\n%s%s", code, out, errs)
+	}
+	if out, _, _ := ops(t, "inbox", "list", "-store", "sqlite:"+path, "-limit", "2"); !strings.Contains(out, "showing 2 of at least 3") {
+		t.Errorf("text -limit 2:\n%s", out)
+	}
+	if out, _, _ := ops(t, "inbox", "list", "-store", "sqlite:"+path, "-limit", "3", "-json"); !strings.Contains(out, `"more": false`) {
+		t.Errorf("-limit 3 of 3:\n%s", out)
 	}
 }

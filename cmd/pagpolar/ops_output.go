@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -80,19 +81,26 @@ func moreNotice(shown int) string {
 	return fmt.Sprintf("showing %d of at least %d; -limit N or -all", shown, shown+1)
 }
 
+// listView is list's JSON: the operations and whether the store holds
+// more matches than shown (then Notice says how to see them).
+type listView struct {
+	Operations []opView `json:"operations"`
+	More       bool     `json:"more"`
+	Notice     string   `json:"notice,omitempty"`
+}
+
 // records prints a list; more says the store holds more matches than
-// shown (text: the last line says so; JSON: a line on stderr, so that
-// stdout stays one array).
-func (o *opsOutput) records(recs []keystore.Record, more bool, stderr io.Writer) int {
+// shown (text: the last line says so; JSON: "more" and "notice").
+func (o *opsOutput) records(recs []keystore.Record, more bool, _ io.Writer) int {
 	if o.json {
-		views := make([]opView, 0, len(recs))
+		v := listView{Operations: make([]opView, 0, len(recs)), More: more}
 		for _, r := range recs {
-			views = append(views, view(r))
+			v.Operations = append(v.Operations, view(r))
 		}
 		if more {
-			fmt.Fprintf(stderr, "pagpolar ops list: %s\n", moreNotice(len(recs)))
+			v.Notice = moreNotice(len(recs))
 		}
-		return o.encode(views)
+		return o.encode(v)
 	}
 	tw := tabwriter.NewWriter(o.w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OPERATION\tKIND\tSTATE\tATTEMPTS\tAGE\tREF\tERROR")
@@ -161,6 +169,9 @@ func (o *opsOutput) resumed(cred string, rs []pagpolar.ResumeResult) int {
 		switch {
 		case errors.As(r.Err, &unk):
 			row.Note = "outcome unknown: " + unk.Reason
+			if unk.Err != nil {
+				row.Note += " (" + strings.Join(strings.Fields(unk.Err.Error()), " ") + ")"
+			}
 			if unk.Ref != "" {
 				row.Note += "; found " + unk.Ref
 			}

@@ -62,7 +62,15 @@ func opsRecover(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, 
 		fmt.Fprintln(stderr, "pagpolar ops recover: -force goes with -accept NOTE")
 		return exitUsage
 	}
-	store, closeStore, err := opsStores.OpenWritable(ctx, o.store)
+	// Without -accept, recover only reads: the store is opened read-only.
+	var store recordReader
+	var closeStore func() error
+	var err error
+	if o.accept == "" {
+		store, closeStore, err = opsStores.OpenReadOnly(ctx, o.store, warnOnce(stderr, "ops recover"))
+	} else {
+		store, closeStore, err = opsStores.OpenWritable(ctx, o.store)
+	}
 	if err != nil {
 		return openFailed(stderr, "recover", err)
 	}

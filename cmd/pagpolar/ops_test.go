@@ -70,7 +70,7 @@ type memOpener struct{ m *keystore.Memory }
 // they could write with.
 type readOnly struct{ recordReader }
 
-func (o memOpener) OpenReadOnly(context.Context, string) (recordReader, func() error, error) {
+func (o memOpener) OpenReadOnly(context.Context, string, func(string)) (recordReader, func() error, error) {
 	return readOnly{o.m}, func() error { return nil }, nil
 }
 
@@ -302,10 +302,10 @@ func TestOpsListTruncation(t *testing.T) {
 	if !strings.Contains(out, "5 operation(s)") || strings.Contains(out, "showing") {
 		t.Errorf("-limit 5 of 5:\n%s", out)
 	}
-	// JSON: stdout stays one array; the notice goes to stderr.
+	// JSON: the truncation is in the JSON itself.
 	out, errs, code = ops(t, "list", "-store", url, "-limit", "2", "-json")
-	var views []opView
-	if code != 0 || json.Unmarshal([]byte(out), &views) != nil || len(views) != 2 || !strings.Contains(errs, "showing 2 of at least 3") {
+	var lv listView
+	if code != 0 || json.Unmarshal([]byte(out), &lv) != nil || len(lv.Operations) != 2 || !lv.More || !strings.Contains(lv.Notice, "showing 2 of at least 3") {
 		t.Errorf("-json -limit 2: code %d\n%s%s", code, out, errs)
 	}
 	// Default limit 100: 101 records are not shown as 100.
@@ -454,7 +454,7 @@ func TestOpsReadCommandsNeverWrite(t *testing.T) {
 		args := []string{cmd, "-store", "sqlite:" + other}
 		if cmd == "settle" {
 			t.Setenv("PAGPOLAR_TOKEN", "tok")
-			args = append(args, "-credential", "c", "-all")
+			args = append(args, "-credential", "c", "-all", "-base-url", "http://127.0.0.1:1/v1")
 		}
 		if _, errs, code := ops(t, args...); code != 2 || !strings.Contains(errs, "no table pagpolar_operations") {
 			t.Errorf("ops %s on a file without the table: code %d %q", cmd, code, errs)

@@ -5,7 +5,9 @@
 //
 //	PAGPOLAR_WEBHOOK_TOKEN=... PAGPOLAR_WEBHOOK_PAYLOAD_KEYS="k1:$(openssl rand -base64 32)" go run ./examples/webhook
 //
-// It listens on PAGPOLAR_WEBHOOK_ADDR (default :3000) at /webhooks/pagpolar
+// It listens on PAGPOLAR_WEBHOOK_ADDR (default 127.0.0.1:3000: this machine
+// only; set :3000 to listen on every interface, e.g. behind your TLS proxy)
+// at /webhooks/pagpolar
 // and keeps events and orders in the SQLite file PAGPOLAR_WEBHOOK_DB (default
 // pagpolar-webhooks.db); with PAGPOLAR_WEBHOOK_REDIS_URL the events go to
 // that Redis instead (the orders stay in SQLite). While rotating the webhook
@@ -98,6 +100,10 @@ func (c *config) close() {
 	c.closers = nil
 }
 
+// defaultAddr is where the receiver listens unless PAGPOLAR_WEBHOOK_ADDR
+// says otherwise: loopback, so that running the example exposes nothing.
+const defaultAddr = "127.0.0.1:3000"
+
 func main() {
 	list := flag.String("list", "", "list the events in a state (received, processing, processed, error, dead) and exit")
 	retry := flag.String("retry", "", "make the dead or failed event with this key due again and exit")
@@ -107,7 +113,7 @@ func main() {
 
 	cfg := config{
 		dbPath:        envOr("PAGPOLAR_WEBHOOK_DB", "pagpolar-webhooks.db"),
-		addr:          envOr("PAGPOLAR_WEBHOOK_ADDR", ":3000"),
+		addr:          envOr("PAGPOLAR_WEBHOOK_ADDR", defaultAddr),
 		log:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		redisURL:      os.Getenv("PAGPOLAR_WEBHOOK_REDIS_URL"),
 		redisPrefix:   envOr("PAGPOLAR_WEBHOOK_REDIS_PREFIX", redisinbox.DefaultPrefix),

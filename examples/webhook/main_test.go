@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -243,5 +244,17 @@ func receive(t *testing.T, cfg config) {
 		if !d.OK() {
 			t.Errorf("delivery %+v refused", d)
 		}
+	}
+}
+
+// TestListensOnLoopbackByDefault: without PAGPOLAR_WEBHOOK_ADDR the
+// receiver listens on this machine only.
+func TestListensOnLoopbackByDefault(t *testing.T) {
+	host, _, err := net.SplitHostPort(defaultAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Errorf("default address %q is not a loopback address", defaultAddr)
 	}
 }

@@ -60,6 +60,10 @@ type Settling struct {
 	// SettleMS is how long settling took, from the end of the checkout
 	// pass until nothing more could be settled.
 	SettleMS float64 `json:"settle_ms"`
+	// Stopped says why settling stopped before everything was settled
+	// (its deadline, a store refusing every operation...); "" it ran to
+	// its end.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Webhooks is what the run's webhook events settled: when operations are
@@ -159,23 +163,42 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteText writes r for people: a payments engineer who has not read the
-// SDK's code. Every counter is named in words; the JSON names are kept in
-// brackets where a list of causes is printed.
+// CheckLine is one counted check of the report: what is counted, how
+// many, and whether anything but 0 fails the run. A new check is one more
+// entry in Report.CheckLines.
+type CheckLine struct {
+	Label      string
+	N          int
+	MustBeZero bool
+	Note       string // said after the count ("" nothing)
+}
+
+// CheckLines are the checks of the run, in the order the text prints them
+// (just above the verdict, its last line).
+func (r *Report) CheckLines() []CheckLine {
+	return []CheckLine{
+		{Label: "charged twice (two successful effects for one operation)", N: len(r.Check.Duplicates), MustBeZero: true},
+		{Label: "reported failed or not executed, but the effect exists", N: len(r.Check.FalseFailures), MustBeZero: true},
+		{Label: "reported succeeded, but the effect is not in the ledger", N: len(r.Check.WithoutEffect), MustBeZero: true},
+		{Label: "sales or refunds that no operation asked for", N: len(r.Check.Orphans), MustBeZero: true},
+		{Label: "operations without an outcome at the end", N: len(r.Check.Unfinished), MustBeZero: true},
+		{Label: "left \"outcome unknown\"", N: len(r.Check.Unknown), Note: "allowed: the SDK could not prove what happened and says so; a later call settles it"},
+	}
+}
+
+// WriteText writes the report for a person: what ran, what happened, the
+// faults met and the operations behind any failed check, then the checks,
+// and last the verdict, so that it is the last line on the screen.
 func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(k, format string, args ...any) {
 		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{k}, args...)...)
 	}
-	verdict := "OK: no order was charged twice, and every operation has an outcome"
-	if !r.OK() {
-		verdict = "FAILED: see the lines marked <-- below"
-	}
-	fmt.Fprintf(tw, "pagpolar %s: %s\n", r.Mode, verdict)
+	fmt.Fprintf(tw, "pagpolar %s\n", r.Mode)
 
 	fmt.Fprintln(tw, "\nwhat ran")
 	line("orders", "%d, making %d operations (charges, subscriptions, refunds, plan changes); seed %d", r.Orders, r.Check.Operations, r.Seed)
-	line("faults", "%.0f %% of the money requests were made to go wrong on purpose (list at the end)", r.FaultRate*100)
+	line("faults", "%.0f %% of the money requests were made to go wrong on purpose (list below)", r.FaultRate*100)
 	line("in-processing window", "%s, standing in for the API's 60 s (every timeout and wait of the client is scaled to it)", msString(r.WindowMS))
 	shapes := "today's (internal/wire)"
 	if len(r.Shapes) > 0 && !(len(r.Shapes) == 1 && r.Shapes[0] == "today") {
@@ -183,14 +206,6 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	line("answer shapes", "%s; client clock offset %s", shapes, orZero(r.ClientClockOffset))
 	line("key store", "%s", r.Store)
-
-	fmt.Fprintln(tw, "\nthe checks: the fake's ledger against what the SDK reported")
-	line("charged twice (two successful effects for one operation)", "%d%s", len(r.Check.Duplicates), must0(len(r.Check.Duplicates)))
-	line("reported failed or not executed, but the effect exists", "%d%s", len(r.Check.FalseFailures), must0(len(r.Check.FalseFailures)))
-	line("reported succeeded, but the effect is not in the ledger", "%d%s", len(r.Check.WithoutEffect), must0(len(r.Check.WithoutEffect)))
-	line("sales or refunds that no operation asked for", "%d%s", len(r.Check.Orphans), must0(len(r.Check.Orphans)))
-	line("operations without an outcome at the end", "%d%s", len(r.Check.Unfinished), must0(len(r.Check.Unfinished)))
-	line("left \"outcome unknown\"", "%d (allowed: the SDK could not prove what happened and says so; a later call settles it)", len(r.Check.Unknown))
 
 	fmt.Fprintln(tw, "\nwhat happened")
 	line("effects in the ledger", "%d successful (%s); %d declined card sales", r.Check.Effects, counts(Counts(r.Check.ByKind)), r.Check.Declined)
@@ -203,6 +218,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	line("", "and %d by calling again with the same operation ID (the SDK looks up first and resends only once the first attempt is proven absent);",
 		s.SettledByReissue)
 	line("", "%d still open after %d %s of that job, %s", s.StillUnsettledEnd, s.ReconcileRounds, plural(s.ReconcileRounds, "round", "rounds"), msString(s.SettleMS))
+	if s.Stopped != "" {
+		line("", "settling stopped before the end: %s", s.Stopped)
+	}
 	if wh := r.Webhooks; wh != nil {
 		if wh.UnknownBefore == 0 {
 			line("settled by webhook events", "none needed: no operation was left \"outcome unknown\"")
@@ -236,12 +254,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	listed := false
 	for _, l := range []struct {
 		name string
 		list []string
 	}{{"charged twice", r.Check.Duplicates}, {"false failure", r.Check.FalseFailures}, {"succeeded without effect", r.Check.WithoutEffect},
 		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"outcome unknown", r.Check.Unknown}, {"settled otherwise by an event", webhookOther(r)}} {
 		for i, s := range l.list {
+			if !listed {
+				fmt.Fprintln(w, "\nthe operations behind the counts")
+				listed = true
+			}
 			if i == 20 {
 				fmt.Fprintf(w, "  %s: ... and %d more\n", l.name, len(l.list)-20)
 				break
@@ -254,7 +277,48 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "  disagreement: %s\n", s)
 		}
 	}
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nthe checks: the fake's ledger against what the SDK reported")
+	for _, c := range r.CheckLines() {
+		switch {
+		case c.MustBeZero:
+			line(c.Label, "%d%s", c.N, must0(c.N))
+		case c.Note != "":
+			line(c.Label, "%d (%s)", c.N, c.Note)
+		default:
+			line(c.Label, "%d", c.N)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\npagpolar %s: %s\n", r.Mode, r.Verdict())
 	return nil
+}
+
+// Incomplete reports a run whose only failed check is operations left
+// without an outcome because settling stopped before the end
+// (Settling.Stopped says why): not a double or a false effect, but a run
+// that could not finish.
+func (r *Report) Incomplete() bool {
+	if r.OK() || r.Settling.Stopped == "" {
+		return false
+	}
+	cp := *r
+	cp.Check.Unfinished = nil
+	return cp.OK()
+}
+
+// Verdict is the report's one-line conclusion, the last line of its text.
+func (r *Report) Verdict() string {
+	switch {
+	case r.Incomplete():
+		return "INCOMPLETE: no order was charged twice, but settling stopped with operations still open: " + r.Settling.Stopped
+	case !r.OK():
+		return "FAILED: see the lines marked <-- above"
+	}
+	return "OK: no order was charged twice, and every operation has an outcome"
 }
 
 // faultWords says what each fault of pagpolartest does, by its name.

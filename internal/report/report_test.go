@@ -240,3 +240,32 @@ func TestReportWebhooks(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTextEndsWithTheVerdict: the verdict is the text's last line,
+// with the checks just above it, so the first screen a run leaves shows
+// them; each CheckLine is printed.
+func TestWriteTextEndsWithTheVerdict(t *testing.T) {
+	for _, c := range []struct {
+		rep  *Report
+		want string
+	}{
+		{&Report{Mode: "demo"}, "pagpolar demo: OK: no order was charged twice, and every operation has an outcome"},
+		{&Report{Mode: "chaos", Check: Check{Duplicates: []string{"o1: sale_1, sale_2"}}}, "pagpolar chaos: FAILED: see the lines marked <-- above"},
+	} {
+		var txt bytes.Buffer
+		if err := c.rep.WriteText(&txt); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimRight(txt.String(), "\n"), "\n")
+		if last := lines[len(lines)-1]; last != c.want {
+			t.Errorf("last line %q, want %q", last, c.want)
+		}
+		checks := c.rep.CheckLines()
+		above := strings.Join(lines[len(lines)-2-len(checks):len(lines)-2], "\n")
+		for _, cl := range checks {
+			if !strings.Contains(above, cl.Label) {
+				t.Errorf("check %q is not just above the verdict:\n%s", cl.Label, above)
+			}
+		}
+	}
+}

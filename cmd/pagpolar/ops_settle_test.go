@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+// TestOpsSettleSaysWhy: settle names the cause of what stops it, with the
+// exit code its -h gives: the API unreachable, the credential refused or a
+// base URL without /v1 (1, before any lookup); no base URL (2: never a
+// default to production); a -credential the store holds nothing of (3,
+// naming the credentials it does hold).
+func TestOpsSettleSaysWhy(t *testing.T) {
+	srv := pagpolartest.NewServer(t)
+	url := sqliteStore(t, srv.CredentialID, "pix:A")
+	id := pagpolar.RecordID(srv.CredentialID, "pix:A")
+	t.Setenv("PAGPOLAR_BASE_URL", "")
+	for _, c := range []struct {
+		name  string
+		token string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"unreachable", srv.Token, []string{"-base-url", "http://127.0.0.1:1/v1", id}, exitFailed, "cannot reach 127.0.0.1:1"},
+		{"wrong token", "wrong", []string{"-base-url", srv.URL, id}, exitFailed, "GET /sales answered 401: the credential was refused"},
+		{"no /v1", srv.Token, []string{"-base-url", strings.TrimSuffix(srv.URL, "/v1"), "-credential", srv.CredentialID, "-all"}, exitFailed, "the base URL must end in /v1"},
+		{"no base URL", srv.Token, []string{id}, exitUsage, "give -base-url or set $PAGPOLAR_BASE_URL"},
+		{"no token", "", []string{"-base-url", srv.URL, id}, exitUsage, "set $PAGPOLAR_TOKEN"},
+		{"mistyped credential", srv.Token, []string{"-base-url", srv.URL, "-credential", "cred_typo", "-all"}, exitNoSuchOp, `no operation of credential "cred_typo" in the store (it holds operations of "` + srv.CredentialID + `")`},
+		{"mistyped credential, dry run", "", []string{"-dry-run", "-credential", "cred_typo", "-all"}, exitNoSuchOp, `no operation of credential "cred_typo"`},
+		{"settled", srv.Token, []string{"-base-url", srv.URL, "-credential", srv.CredentialID, "-all"}, exitOK, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("PAGPOLAR_TOKEN", c.token)
+			out, errs, code := ops(t, append([]string{"settle", "-store", url}, c.args...)...)
+			if code != c.code || !strings.Contains(errs, c.want) {
+				t.Errorf("exit %d, want %d; stderr %q, want %q\nstdout: %s", code, c.code, errs, c.want, out)
+			}
+			if strings.Contains(errs+out, "the lookup failed") {
+				t.Errorf("the cause is hidden behind a failed lookup:\n%s%s", out, errs)
+			}
+		})
+	}
+}
+
+// TestHelpFlagsExitZero: -h of every command and subcommand, and help -h,
+// print usage on stdout and exit 0.
+func TestHelpFlagsExitZero(t *testing.T) {
+	for _, args := range [][]string{
+		{"help"}, {"help", "-h"}, {"-h"}, {"help", "ops"},
+		{"ops", "-h"}, {"ops", "help"}, {"ops", "list", "-h"}, {"ops", "show", "-h"}, {"ops", "settle", "-h"}, {"ops", "reap", "-h"}, {"ops", "recover", "-h"},
+		{"ops", "inbox", "-h"}, {"ops", "inbox", "list", "-h"}, {"ops", "inbox", "show", "-h"}, {"ops", "inbox", "retry", "-h"}, {"ops", "inbox", "reap", "-h"},
+		{"check", "-h"}, {"demo", "-h"}, {"sim", "-h"}, {"chaos", "-h"},
+	} {
+		out, errs, code := pagpolarCmd(t, args...)
+		if code != 0 || !strings.Contains(out, "usage") || errs != "" {
+			t.Errorf("pagpolar %s: exit %d, stdout %.80q, stderr %.200q; want 0 with the usage on stdout", strings.Join(args, " "), code, out, errs)
+		}
+	}
+}
