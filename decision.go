@@ -211,6 +211,16 @@ func decisionOfRecord(result []byte) storedDecision {
 	return d
 }
 
+// DecisionOfResult is the decision a succeeded record's Result holds
+// (keystore.Record.Result, as the SDK writes it), for tools that read the
+// store: DecisionUnrecognized when it holds none.
+func DecisionOfResult(result []byte) Decision {
+	if d := decisionOfRecord(result).Decision; d != "" {
+		return d
+	}
+	return DecisionUnrecognized
+}
+
 // recordDecision is a succeeded record's decision ("" for other states).
 func recordDecision(rec keystore.Record) Decision {
 	if rec.State != keystore.StateSucceeded {

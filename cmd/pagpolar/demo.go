@@ -62,6 +62,7 @@ type demoConfig struct {
 	shapes      string        // "", a shape, a comma list, or "all" (one run per shape)
 	clockOffset time.Duration // the client's clock against the fake's and the store's
 	noSubLookup bool          // the fake answers 404 to GET /subscriptions?external_reference=
+	async       bool          // the fake decides cards, refunds and plan changes later (pagpolartest.WithAsync)
 }
 
 // parseDemoFlags parses demo's command line; on -h it writes the usage to
@@ -83,6 +84,7 @@ func parseDemoFlags(args []string, helpOut io.Writer) (*demoConfig, error) {
 	fs.StringVar(&cfg.shapes, "shapes", "today", "answer shapes of the fake: today, a comma list of "+shapeNames()+", or all (one run per shape)")
 	fs.DurationVar(&cfg.clockOffset, "client-clock-offset", 0, "run the client with its clock this far off the fake's and the store's (e.g. 5m, -3s)")
 	fs.BoolVar(&cfg.noSubLookup, "no-subscription-lookup", false, "the fake has no subscription lookup (GET /subscriptions?external_reference= answers 404): a subscribe whose answer is lost stays unknown until its webhook event")
+	fs.BoolVar(&cfg.async, "async", false, "the fake decides later: card sales answered pending, refunds requested, plan changes scheduled, decided half a window later (the demo waits for a card's decision before refunding it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(helpOut, demoUsage)

@@ -31,6 +31,9 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	if cfg.noSubLookup {
 		fakeOpts = append(fakeOpts, pagpolartest.WithoutSubscriptionLookup())
 	}
+	if cfg.async {
+		fakeOpts = append(fakeOpts, demoAsync(cfg.window))
+	}
 	srv, err := startDemoFake(cfg.window, cfg.seed, cfg.faultRate, cfg.orders, fakeOpts, shapes...)
 	if err != nil {
 		return nil, err
@@ -60,7 +63,7 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 
 	// The checkout pass: each order as a request handler would run it,
 	// within a deadline, leaving what stays unknown to the reconciler.
-	run := &orderRunner{c: c, calls: checkoutCalls, deadline: checkoutDeadline(cfg.window), pause: cfg.window / 10}
+	run := &orderRunner{c: c, calls: checkoutCalls, deadline: checkoutDeadline(cfg.window), pause: cfg.window / 10, awaitPaid: cfg.async}
 	res := newResults()
 	tty := isTerminal(stderr)
 	var done atomic.Int64
@@ -133,6 +136,13 @@ func demo(ctx context.Context, cfg *demoConfig, stderr io.Writer) (*report.Repor
 	}
 	rep.RunTimeMS = float64(time.Since(start).Microseconds()) / 1000
 	return rep, nil
+}
+
+// demoAsync is the fake's asynchronous decisions in a demo: every card
+// sale, refund and plan change is answered undecided and decided half an
+// in-processing window later (one card in seven declined then).
+func demoAsync(window time.Duration) pagpolartest.Option {
+	return pagpolartest.WithAsync(pagpolartest.Async{Cards: true, Refunds: true, PlanChanges: true, DecideAfter: window / 2, DeclineEvery: 7})
 }
 
 func shapeStrings(shapes []pagpolartest.Shape) []string {

@@ -270,3 +270,28 @@ func TestDemoWebhooksSettleUnknowns(t *testing.T) {
 	}
 	t.Logf("webhooks: %+v; unknown at the end %d", *w, len(c.Unknown))
 }
+
+// TestDemoAsync: on a fake that decides later (cards pending, refunds
+// requested, plan changes scheduled) with faults, every operation whose
+// effect exists is answered — succeeded with its decision — and none is
+// left unknown while its effect exists; nothing is charged twice.
+func TestDemoAsync(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runDemo(context.Background(), []string{"-async", "-orders", "200", "-concurrency", "32", "-seed", "5", "-json"}, &out, &errb)
+	var rep report.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d, report not JSON: %v\n%s\n%s", code, err, out.String(), errb.String())
+	}
+	if code != 0 || !rep.OK() {
+		t.Fatalf("exit %d, report:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	c := rep.Check
+	if len(c.UnknownWithEffect) != 0 {
+		t.Fatalf("silent where the API answered: %v", c.UnknownWithEffect)
+	}
+	// Undecided decisions were answered (not turned into unknown), and
+	// cards declined after pending were counted as such.
+	if c.Decisions["pending"] == 0 || c.Decisions["requested"]+c.Decisions["scheduled"] == 0 || c.DeclinedLater == 0 {
+		t.Fatalf("decisions %v, declined later %d: want pending, requested or scheduled, and some declined later", c.Decisions, c.DeclinedLater)
+	}
+}

@@ -103,6 +103,9 @@ type orderRunner struct {
 	calls    int           // calls per operation before leaving it unsettled; 0: until ctx ends
 	deadline time.Duration // time for a whole order; 0: until ctx ends
 	pause    time.Duration // base pause before calling again after a refusal
+	// awaitPaid: an API that decides later; a charge is refunded only once
+	// its decision is paid (AwaitDecision), as a checkout would.
+	awaitPaid bool
 }
 
 // process runs an order: its charge (or subscription), then its refund or
@@ -117,6 +120,12 @@ func (r *orderRunner) process(ctx context.Context, o order) []outcome {
 		return r.charge(ctx, o)
 	})
 	out := []outcome{ch}
+	if r.awaitPaid && ch.State == "succeeded" && o.Refund > 0 {
+		rep, err := r.c.AwaitDecision(ctx, chargeOpID(o), pagpolar.AwaitParams{Poll: r.pause, MaxPoll: 4 * r.pause})
+		if err != nil || !rep.Decision.Paid() {
+			return out // declined later, or not decided in time: nothing to refund
+		}
+	}
 	switch {
 	case ch.State == "succeeded" && o.Refund > 0:
 		out = append(out, r.until(ctx, o.Index, refundOpID(o), func(ctx context.Context) (string, pagpolar.Source, error) {

@@ -58,6 +58,12 @@ func expectedOpsCounting(ctx context.Context, store keystore.Store, credential s
 			if err != nil {
 				return nil, err
 			}
+			if !r.Found && pagpolar.DecisionOfResult(e.Record.Result) != pagpolar.DecisionPaid {
+				// Against an API that decides later a checkout refunds a sale
+				// only once it is paid: a sale declined after it was answered,
+				// or not decided in time, has no refund to expect.
+				continue
+			}
 			r.Kind = "refund"
 			out = append(out, r)
 		case o.NewPlan != "":

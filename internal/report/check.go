@@ -59,12 +59,24 @@ type Check struct {
 	// Allowed, and counted: operations left unknown at the end, with
 	// whether their effect exists.
 	Unknown []string `json:"unknown"`
+	// UnknownWithEffect: of Unknown, those whose effect exists — the SDK
+	// was silent where the API had answered. A liveness figure (never a
+	// wrong answer), which an API that decides later must keep near 0;
+	// UnknownShare is len(Unknown) / Operations.
+	UnknownWithEffect []string `json:"unknown_with_effect"`
+	UnknownShare      float64  `json:"unknown_share"`
+	// Decisions counts the succeeded operations by the decision their
+	// record holds at the end (pending, paid, requested, scheduled, ...);
+	// DeclinedLater those whose effect the API refused after the first
+	// answer (a card pending, then declined: the operation ends declined).
+	Decisions     map[string]int `json:"decisions"`
+	DeclinedLater int            `json:"declined_later"`
 }
 
 // MarshalJSON writes empty lists and counters as [] and {}, never null.
 func (c Check) MarshalJSON() ([]byte, error) {
 	type plain Check
-	for _, l := range []*[]string{&c.Duplicates, &c.FalseFailures, &c.WithoutEffect, &c.Orphans, &c.Unfinished, &c.Unknown} {
+	for _, l := range []*[]string{&c.Duplicates, &c.FalseFailures, &c.WithoutEffect, &c.Orphans, &c.Unfinished, &c.Unknown, &c.UnknownWithEffect} {
 		if *l == nil {
 			*l = []string{}
 		}
@@ -74,6 +86,9 @@ func (c Check) MarshalJSON() ([]byte, error) {
 	}
 	if c.States == nil {
 		c.States = map[string]int{}
+	}
+	if c.Decisions == nil {
+		c.Decisions = map[string]int{}
 	}
 	return json.Marshal(plain(c))
 }
@@ -87,12 +102,14 @@ func (c Check) OK() bool {
 
 // Verify compares the expected operations of credential with the ledger.
 func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check {
-	c := Check{Operations: len(ops), ByKind: map[string]int{}, States: map[string]int{}}
+	c := Check{Operations: len(ops), ByKind: map[string]int{}, States: map[string]int{}, Decisions: map[string]int{}}
 	groups := map[string][]pagpolartest.Effect{}
+	byID := map[string]pagpolartest.Effect{}
 	for _, e := range ledger.Effects() {
 		if e.CredentialID != credential {
 			continue
 		}
+		byID[e.ID] = e
 		if e.Kind == "sale" && e.Status == "declined" {
 			c.Declined++
 		}
@@ -122,6 +139,19 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 		c.States[string(st)]++
 		switch st {
 		case keystore.StateSucceeded:
+			d := recordDecision(op.Record.Result)
+			c.Decisions[d]++
+			if e, ok := byID[op.Record.ResultRef]; ok && !e.Successful {
+				// The effect exists and the API refused it after answering
+				// (a card pending, then declined): right if the record says
+				// so or has not learned it yet (still undecided); a record
+				// that says paid would be a wrong decision.
+				c.DeclinedLater++
+				if d == "paid" {
+					c.WithoutEffect = append(c.WithoutEffect, fmt.Sprintf("%s: decision paid, but the API declined %s", op.OperationID, e.ID))
+				}
+				continue
+			}
 			switch {
 			case len(effs) == 0:
 				c.WithoutEffect = append(c.WithoutEffect, fmt.Sprintf("%s: succeeded with %s, but the ledger has no effect", op.OperationID, op.Record.ResultRef))
@@ -142,6 +172,9 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 				has = "its effect " + ids(effs) + " exists"
 			}
 			c.Unknown = append(c.Unknown, fmt.Sprintf("%s: unknown, %s (%s)", op.OperationID, has, op.Record.Error))
+			if len(effs) > 0 {
+				c.UnknownWithEffect = append(c.UnknownWithEffect, fmt.Sprintf("%s: its effect %s exists; the SDK said unknown because %s", op.OperationID, ids(effs), op.Record.Error))
+			}
 		default:
 			c.Unfinished = append(c.Unfinished, fmt.Sprintf("%s: %s (%s)", op.OperationID, st, op.Record.Error))
 		}
@@ -151,10 +184,25 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 			c.Orphans = append(c.Orphans, fmt.Sprintf("%s: %s", g, ids(effs)))
 		}
 	}
-	for _, l := range [][]string{c.Duplicates, c.FalseFailures, c.WithoutEffect, c.Orphans, c.Unfinished, c.Unknown} {
+	for _, l := range [][]string{c.Duplicates, c.FalseFailures, c.WithoutEffect, c.Orphans, c.Unfinished, c.Unknown, c.UnknownWithEffect} {
 		sort.Strings(l)
 	}
+	if c.Operations > 0 {
+		c.UnknownShare = float64(len(c.Unknown)) / float64(c.Operations)
+	}
 	return c
+}
+
+// recordDecision is the decision a succeeded record's result holds
+// ("unrecognized" when it holds none).
+func recordDecision(result []byte) string {
+	var r struct {
+		Decision string `json:"decision"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.Decision == "" {
+		return "unrecognized"
+	}
+	return r.Decision
 }
 
 // groupOf names op's effect group as pagpolartest.DefaultGroup does.

@@ -182,7 +182,8 @@ func (r *Report) CheckLines() []CheckLine {
 		{Label: "reported succeeded, but the effect is not in the ledger", N: len(r.Check.WithoutEffect), MustBeZero: true},
 		{Label: "sales or refunds that no operation asked for", N: len(r.Check.Orphans), MustBeZero: true},
 		{Label: "operations without an outcome at the end", N: len(r.Check.Unfinished), MustBeZero: true},
-		{Label: "left \"outcome unknown\"", N: len(r.Check.Unknown), Note: "allowed: the SDK could not prove what happened and says so; a later call settles it"},
+		{Label: "left \"outcome unknown\"", N: len(r.Check.Unknown), Note: fmt.Sprintf("%.2f%% of operations; allowed: the SDK could not prove what happened and says so; a later call settles it", 100*r.Check.UnknownShare)},
+		{Label: "of those, unknown although the effect exists", N: len(r.Check.UnknownWithEffect), Note: "a liveness figure: each is listed with its cause"},
 	}
 }
 
@@ -210,6 +211,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "\nwhat happened")
 	line("effects in the ledger", "%d successful (%s); %d declined card sales", r.Check.Effects, counts(Counts(r.Check.ByKind)), r.Check.Declined)
 	line("final states of the operations", "%s", counts(Counts(r.Check.States)))
+	if len(r.Check.Decisions) > 0 {
+		line("decisions of the succeeded", "%s; declined after they were answered: %d", counts(Counts(r.Check.Decisions)), r.Check.DeclinedLater)
+	}
 	line("where the final answers came from", "%s", obtained(r.Obtained))
 	s := r.Settling
 	line("settled after the checkout pass", "%d %s had no final answer when the checkout pass ended (a checkout request gives up after %s, as a web request would);",
@@ -259,7 +263,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		name string
 		list []string
 	}{{"charged twice", r.Check.Duplicates}, {"false failure", r.Check.FalseFailures}, {"succeeded without effect", r.Check.WithoutEffect},
-		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"outcome unknown", r.Check.Unknown}, {"settled otherwise by an event", webhookOther(r)}} {
+		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"outcome unknown", r.Check.Unknown}, {"unknown although the effect exists", r.Check.UnknownWithEffect}, {"settled otherwise by an event", webhookOther(r)}} {
 		for i, s := range l.list {
 			if !listed {
 				fmt.Fprintln(w, "\nthe operations behind the counts")
