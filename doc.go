@@ -30,6 +30,40 @@
 //     token in the store), so goroutines and processes sharing a store never
 //     send the same operation concurrently.
 //
+// # Two answers: the effect and its decision
+//
+// An operation call answers whether its effect exists: a nil error (it
+// does), or an error in one of three branches — ErrFailed (definitely not:
+// a new attempt needs a new operation ID), ErrNotExecuted (nothing was
+// processed: call again with the same ID) or ErrOutcomeUnknown (it may:
+// call again later with the same ID). OutcomeOf names the branch. A
+// succeeded result also carries what the API decided about the effect, its
+// Decision (pending, in analysis, paid, requested, scheduled, ...): a card
+// answered pending is an answer. Decisions move forward with webhook events
+// (SettleFromWebhook), Client.Refresh and Client.AwaitDecision.
+//
+// # The engine, file by file
+//
+// In the order of SAFETY.md's steps:
+//
+//   - validate.go, fingerprint.go: params checked before anything is saved;
+//     the keyed fingerprint of what the operation sends (rule 10).
+//   - idempotency.go, recordid.go, record.go, encode.go: the record written
+//     before the first send (rules 1, 2), its ID and meta.
+//   - lease.go: one worker per operation (rule 9).
+//   - send.go, client.go, retry.go: one attempt and when to send again with
+//     the same key (rules 3, 4, 6).
+//   - classify.go: what an answer says (rules 3–5), a pure function.
+//   - lookup.go, attribute.go, effect.go, shapes.go, servertime.go, settle.go:
+//     settling an ambiguous attempt by lookup, attribution on proof only
+//     (rules 5, 7, 11, 12).
+//   - outcome.go, decision.go, errors.go: the outcome recorded and returned,
+//     the effect's decision (rule 3), the three error branches.
+//   - refresh.go, webhook_settle.go, webhook_decision.go: decisions that come
+//     later, and unknown operations settled by webhook events.
+//   - resume.go: settling what a crash left, never charging (rule 8).
+//   - scrub.go: no secret or personal value in errors, logs or stores.
+//
 // Calling a method again with the same operation ID is always safe: a
 // settled operation is answered from the store without a request; an
 // unsettled one is settled first. Client.Resume and Client.ResumeAll settle
