@@ -52,7 +52,7 @@
 //     before the first send (rules 1, 2), its ID and meta.
 //   - lease.go: one worker per operation (rule 9).
 //   - send.go, client.go, retry.go: one attempt and when to send again with
-//     the same key (rules 3, 4, 6).
+//     the same key (rules 2, 4, 6).
 //   - classify.go: what an answer says (rules 3–5), a pure function.
 //   - lookup.go, attribute.go, effect.go, shapes.go, servertime.go, settle.go:
 //     settling an ambiguous attempt by lookup, attribution on proof only
