@@ -339,7 +339,9 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*chaosResul
 			r.res.add(outcome{Order: i, OpID: refundOpID(o), State: "unsettled"})
 		}
 	}
+	settleStart := time.Now()
 	settling := reconcile(ctx, c, store, srv.CredentialID, &orderRunner{c: c, pause: cfg.window / 10}, cfg.seed, cfg.orders, r.res, cfg.concurrency)
+	settling.SettleMS = float64(time.Since(settleStart).Microseconds()) / 1000
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return nil, fmt.Errorf("settling: %w", ctx.Err())
 	}

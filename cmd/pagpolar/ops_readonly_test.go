@@ -34,12 +34,10 @@ import (
 // readBackend is one store kind with a key store and an inbox holding one
 // record each, and a snapshot of everything the test owns there.
 type readBackend struct {
-	keys, inbox           string // URLs
-	missingKeys, noInbox  string // URLs naming no store
-	snapshot              func(t *testing.T) map[string]string
-	warnOnRead            string // a warning each read command prints once ("" none)
-	credential, operation string
-	eventKey              string
+	keys, inbox          string // URLs
+	missingKeys, noInbox string // URLs naming no store
+	snapshot             func(t *testing.T) map[string]string
+	warnOnRead           string // a warning each read command prints once ("" none)
 }
 
 const (
