@@ -30,10 +30,15 @@ commands:
 Run "pagpolar ops <command> -h" for a command's flags. Flags may come before
 or after the ID.
 
-The store is -store URL or $PAGPOLAR_STORE: sqlite:PATH, postgres://...,
-redis://... list and show open it read-only: they never create a file, a
-table or a key, and a store that does not exist is an error. settle and reap
-write to it; -dry-run says what they would change, and changes nothing.
+The store is -store URL or $PAGPOLAR_STORE, in the SDK's URL forms
+(keystore/storeurl): sqlite:PATH, postgres://..., redis://...,
+redis+cluster://h1:p,h2:p/..., with ?table=, ?prefix=, and the opt-outs
+?volatile=1 and ?async_commit=1 that the writing commands need. list, show,
+the dry runs and recover without -accept open it read-only: they never
+create a file, a table or a key, a store that does not exist is an error
+(exit 2), and a Redis without an append-only file is read after a warning.
+settle, reap and recover -accept write to it, and also refuse a store that
+does not exist; -dry-run says what they would change, and changes nothing.
 
 Operation IDs: the store names each operation <credential>/<operation>, e.g.
 cred_123/pix:PEDIDO-1234 (a credential holding "/" or "%" is escaped:

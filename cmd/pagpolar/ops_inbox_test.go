@@ -208,3 +208,34 @@ func TestOpsInboxListSaysMoreInJSON(t *testing.T) {
 		t.Errorf("-limit 3 of 3:\n%s", out)
 	}
 }
+
+// TestOpsInboxExitCodes: every exit code of ops inbox -h, from the
+// command line, each with a message; the old -allow-* flags say where the
+// opt-outs went.
+func TestOpsInboxExitCodes(t *testing.T) {
+	path, s := newInboxFile(t)
+	settle(t, s, "TRANSACTION_PAID:x", webhook.StateDead)
+	url := "sqlite:" + path
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"list", "-store", url}, 0, ""},
+		{[]string{"show", "-store", url, "TRANSACTION_PAID:x"}, 0, ""},
+		{[]string{"list"}, 2, "-store is required"},
+		{[]string{"frobnicate", "-store", url}, 2, "unknown command"},
+		{[]string{"list", "-store", url, "-allow-volatile"}, 2, "?volatile=1"},
+		{[]string{"list", "-store", url, "stray"}, 2, "unexpected argument"},
+		{[]string{"list", "-store", url + "x"}, 2, "does not exist"},
+		{[]string{"list", "-store", url + "?wait=1"}, 2, "unknown parameter \"wait\""},
+		{[]string{"list", "-store", "redis://127.0.0.1:1/0?wait=1"}, 2, "takes no wait="},
+		{[]string{"show", "-store", url, "TRANSACTION_PAID:nope"}, 3, "not found"},
+		{[]string{"list", "-store", "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2"}, 1, ""},
+	} {
+		out, errs, code := ops(t, append([]string{"inbox"}, c.args...)...)
+		if code != c.code || (code != 0 && errs == "") || !strings.Contains(errs, c.want) || strings.Contains(errs, "hunter2") {
+			t.Errorf("ops inbox %v: exit %d, want %d with %q\n%s%s", c.args, code, c.code, c.want, out, errs)
+		}
+	}
+}

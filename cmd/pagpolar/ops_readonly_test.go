@@ -34,12 +34,10 @@ import (
 // readBackend is one store kind with a key store and an inbox holding one
 // record each, and a snapshot of everything the test owns there.
 type readBackend struct {
-	keys, inbox           string // URLs
-	missingKeys, noInbox  string // URLs naming no store
-	snapshot              func(t *testing.T) map[string]string
-	warnOnRead            string // a warning each read command prints once ("" none)
-	credential, operation string
-	eventKey              string
+	keys, inbox          string // URLs
+	missingKeys, noInbox string // URLs naming no store
+	snapshot             func(t *testing.T) map[string]string
+	warnOnRead           string // a warning each read command prints once ("" none)
 }
 
 const (
@@ -350,5 +348,21 @@ func TestOpsReadsARedisCluster(t *testing.T) {
 	}
 	if _, errs, code := ops(t, "list", "-store", "redis+cluster://"+nodes+"/?prefix="+prefix+"-none"); code != exitUsage {
 		t.Errorf("list under an empty prefix: exit %d %q", code, errs)
+	}
+}
+
+// TestOpsInboxWritesNeedTheOptOut: on a Redis without an append-only file
+// a read only warns, but retry (a write) is refused until the URL says
+// ?volatile=1, as the SDK's own opener does.
+func TestOpsInboxWritesNeedTheOptOut(t *testing.T) {
+	b := redisBackend(t)
+	if b.warnOnRead == "" {
+		t.Skip("this Redis keeps an append-only file")
+	}
+	if _, errs, code := ops(t, "inbox", "retry", "-store", b.inbox, roEvent); code != exitFailed || !strings.Contains(errs, "?volatile=1") {
+		t.Errorf("retry without the opt-out: exit %d, %q", code, errs)
+	}
+	if out, errs, code := ops(t, "inbox", "retry", "-store", b.inbox+"&volatile=1", roEvent); code != 0 || !strings.Contains(out, "received") {
+		t.Errorf("retry with volatile=1: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
@@ -60,5 +65,61 @@ func TestHelpFlagsExitZero(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "usage") || errs != "" {
 			t.Errorf("pagpolar %s: exit %d, stdout %.80q, stderr %.200q; want 0 with the usage on stdout", strings.Join(args, " "), code, out, errs)
 		}
+	}
+}
+
+// TestOpsSettleStillUnsettled: an operation whose lookup cannot be trusted
+// yet is reported with the moment it becomes conclusive, in its own
+// column (and in JSON), and settle exits 4.
+func TestOpsSettleStillUnsettled(t *testing.T) {
+	ctx := context.Background()
+	srv := pagpolartest.NewServer(t)
+	srv.Inject(pagpolartest.Fault{Route: "pix", ExternalReference: "o-lost", Times: 1, Action: pagpolartest.FaultDropBeforeProcessing})
+	path := filepath.Join(t.TempDir(), "keys.db")
+	store, err := sqlstore.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pol := pagpolar.RetryPolicy{ProcessingWindow: time.Minute, LeaseTTL: 300 * time.Millisecond, AttemptTimeout: 50 * time.Millisecond,
+		LookupInterval: 5 * time.Millisecond, MaxRetryAfter: 10 * time.Millisecond}
+	c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL), pagpolar.WithStore(store),
+		pagpolar.WithRetryPolicy(pol), pagpolar.WithHook(func(_ context.Context, ev pagpolar.Event) {
+			if ev.Kind == pagpolar.EventSent {
+				panic("crash")
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "o-lost",
+			Customer: pagpolar.Customer{Name: "Maria Silva", Email: "maria@example.com", Document: "123.456.789-09"}})
+	}()
+	_ = store.Close()
+	time.Sleep(400 * time.Millisecond) // the crashed worker's lease (300 ms) expires
+	t.Setenv("PAGPOLAR_TOKEN", srv.Token)
+	url := "sqlite:" + path
+	id := pagpolar.RecordID(srv.CredentialID, "pix:o-lost")
+	start := time.Now()
+	out, errs, code := ops(t, "settle", "-store", url, "-base-url", srv.URL, "-wait", "500ms", id)
+	if code != 4 || !strings.Contains(out, "CONCLUSIVE AFTER") || !strings.Contains(out, "1 still unsettled") {
+		t.Fatalf("settle: code %d\n%s%s", code, out, errs)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("settle -wait 500ms took %v", el)
+	}
+	var rows []settledRow
+	out, _, code = ops(t, "settle", "-store", url, "-base-url", srv.URL, "-json", "-credential", srv.CredentialID, "-all")
+	if code != 4 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].ConclusiveAfter == nil ||
+		rows[0].ConclusiveAfter.Before(time.Now().Add(30*time.Second)) || rows[0].OperationID != id {
+		t.Fatalf("settle -json: code %d\n%s", code, out)
+	}
+	// The time in the text column is the JSON one.
+	if txt, _, _ := ops(t, "settle", "-store", url, "-base-url", srv.URL, "-credential", srv.CredentialID, "-all"); !strings.Contains(txt, rows[0].ConclusiveAfter.Format(time.RFC3339)) {
+		t.Errorf("the text does not show %s:\n%s", rows[0].ConclusiveAfter.Format(time.RFC3339), txt)
 	}
 }
