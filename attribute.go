@@ -145,9 +145,8 @@ func collision(e effect, f opFacts) (bool, string) {
 		}
 		// A refund's amount never proves the replay is another request's:
 		// its "amount" may be the sale's (the refund's under another name),
-		// and an API that echoes a full refund's amount looks the same
-		// (review of the unseen-shape fixes: TestRev3_FullRefundTeachesEcho
-		// refunded twice when a full refund taught that amounts prove).
+		// and an API that echoes a full refund's amount looks the same (a
+		// full refund that taught "amounts prove" refunded twice).
 	case kindPlanChange:
 		if e.subSt == wire.Read && e.SubID != f.subID {
 			return true, fmt.Sprintf("the replay changes subscription %s, this operation %s", e.SubID, f.subID)

@@ -7,8 +7,8 @@ import (
 )
 
 // Hand-written JSON for the two values every charge stores: the record's
-// meta and a sale result (issue 15: reflection was the largest SDK-owned
-// cost per charge). Each produces exactly the bytes encoding/json would
+// meta and a sale result (reflection was the largest SDK-owned cost per
+// charge). Each produces exactly the bytes encoding/json would
 // (encode_test.go compares them over generated and fuzzed values); any
 // string or time the fast path does not cover goes through encoding/json
 // itself, so the output never differs. Reading stays encoding/json.

@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 )
 
-// What an answer says leaves the SDK only scrubbed (issue 17). An error
+// What an answer says leaves the SDK only scrubbed. An error
 // body may echo the bearer token (gateways and WAFs do: "invalid token
 // <tok>") and whatever the request carried (a name, an e-mail, a CPF).
 //

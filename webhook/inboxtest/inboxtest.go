@@ -647,7 +647,7 @@ func testList(t *testing.T, s webhook.Store) {
 	}
 }
 
-// Regression (issue 12, item 7): a List that read each state's index on its
+// A List that read each state's index on its
 // own listed an event twice (or missed it) when it changed state between
 // two reads. Events move through every state while List runs; each List
 // must return each event exactly once.
