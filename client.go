@@ -629,7 +629,7 @@ func (c *Client) getObject(ctx context.Context, kind effectKind, path string) (e
 	if err != nil {
 		return effect{}, err
 	}
-	e, err := readEffect(kind, r.body)
+	e, err := readEffect(kind, wire.AnswerGet, r.body)
 	if err != nil {
 		return effect{}, fmt.Errorf("pagpolar: GET %s: %w", path, err)
 	}
@@ -644,7 +644,7 @@ func (c *Client) listAll(ctx context.Context, kind effectKind, path string, q ur
 	if err != nil {
 		return nil, err
 	}
-	effs := readEffects(kind, items)
+	effs := readEffects(kind, wire.AnswerList, items)
 	if !complete {
 		return effs, fmt.Errorf("pagpolar: GET %s: %w: %s", path, ErrIncompleteList, why)
 	}

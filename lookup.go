@@ -56,7 +56,8 @@ type lookupOutcome struct {
 	kind   lookupKind
 	effect effect   // succeeded / failed: the effect
 	ref    string   // its ID ("" when the API gave none)
-	refs   []string // unclear: the effects it could not attribute
+	refs   []string // unclear: the effects it could not attribute, as labels for messages
+	seen   []string // unclear: their identifiers, which the record remembers (opMeta.Unclear)
 	reason string
 }
 
@@ -118,7 +119,8 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 	if err != nil {
 		return lookupOutcome{}, err
 	}
-	effs := readEffects(effectOf(kind), items)
+	effs := readEffects(effectOf(kind), wire.AnswerList, items)
+	c.learnFromList(kind, m, effs)
 	claimed, err := c.claimedByOthers(ctx, kind, effs, m, opID)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -137,14 +139,15 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 	if why, cached := servedByCache(r.header, sent, m.TrustAfter); cached {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
-	sub, err := readEffect(effSubscription, r.body)
+	sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
 	if err != nil {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + " answered a body the SDK cannot read: " + err.Error()}, nil
 	}
 	if sub.planChangesSt != wire.Read {
 		return subscriptionState(sub, c.facts(kindPlanChange, m, nil)), nil
 	}
-	effs := readEffects(effPlanChange, sub.planChanges)
+	effs := readEffects(effPlanChange, wire.AnswerGet, sub.planChanges)
+	c.learnFromList(kindPlanChange, m, effs)
 	claimed, err := c.claimedByOthers(ctx, kindPlanChange, effs, m, opID)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -194,16 +197,42 @@ func subscriptionState(sub effect, f opFacts) lookupOutcome {
 
 // readEffects reads a list's items; an item that is not an object is kept
 // as an effect without an identifier, which attribution finds unclear.
-func readEffects(kind effectKind, items []json.RawMessage) []effect {
+func readEffects(kind effectKind, answer wire.Answer, items []json.RawMessage) []effect {
 	out := make([]effect, 0, len(items))
 	for _, it := range items {
-		e, err := readEffect(kind, it)
+		e, err := readEffect(kind, answer, it)
 		if err != nil {
-			e = effect{kind: kind}
+			e = effect{kind: kind, answer: answer}
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// learnFromList teaches what effects read by a filter carry (shapes.go):
+// the filter's own field (every item of GET /refunds?sale_identifier=X
+// was asked to be of sale X, every plan change of GET /subscriptions/{id}
+// of that subscription, every sale of GET /sales?external_reference=R
+// under R), and every field of an effect this client met before as its
+// own.
+func (c *Client) learnFromList(kind string, m opMeta, effs []effect) {
+	for _, e := range effs {
+		switch kind {
+		case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
+			if e.refSt == wire.Read {
+				c.shapes.learnEcho(e.answer, e.kind, wire.FRef, e.refName, e.Ref, m.ExternalReference)
+			}
+		case kindRefund:
+			if e.saleSt == wire.Read {
+				c.shapes.learnEcho(e.answer, e.kind, wire.FSale, e.saleName, e.SaleID, m.SaleID)
+			}
+		case kindPlanChange:
+			if e.subSt == wire.Read {
+				c.shapes.learnEcho(e.answer, e.kind, wire.FSubscription, e.subName, e.SubID, m.SubscriptionID)
+			}
+		}
+	}
+	c.shapes.learnFromOwn(effs)
 }
 
 // snapshot records the effects that exist before the first send, so that a
@@ -232,7 +261,7 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 		if why, cached := servedByCache(r.header, c.clock.Now(), time.Time{}); cached {
 			return fmt.Errorf("pagpolar: GET %s: %s", subscriptionPath(m.SubscriptionID), why)
 		}
-		sub, err := readEffect(effSubscription, r.body)
+		sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
 		if err != nil {
 			return fmt.Errorf("pagpolar: GET %s: %w", subscriptionPath(m.SubscriptionID), err)
 		}
@@ -249,7 +278,13 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 		return err
 	}
 	ids := make([]string, 0, len(items))
-	for _, e := range readEffects(effectOf(kind), items) {
+	answer := wire.AnswerList
+	if kind == kindPlanChange {
+		answer = wire.AnswerGet
+	}
+	effs := readEffects(effectOf(kind), answer, items)
+	c.learnFromList(kind, *m, effs)
+	for _, e := range effs {
 		if e.idSt != wire.Read {
 			complete = false // an effect the snapshot cannot name
 			continue
@@ -395,6 +430,12 @@ func subscriptionPath(id string) string {
 // (validation refuses spaces).
 func claimOpID(kind, effectID string) string { return "claim " + kind + " " + effectID }
 
+// claimKey is the Key of the claim record on effectID: derived like an
+// operation's key, so that a claim this SDK did not write for this
+// credential (another form, another credential's) is recognised and
+// refused rather than read.
+func (c *Client) claimKey(kind, effectID string) string { return c.derivedKey(claimOpID(kind, effectID)) }
+
 // claimedByOthers returns the IDs among effs (not in the snapshot) that the
 // store records as another operation's result.
 func (c *Client) claimedByOthers(ctx context.Context, kind string, effs []effect, m opMeta, self string) (map[string]bool, error) {
@@ -411,6 +452,8 @@ func (c *Client) claimedByOthers(ctx context.Context, kind string, effs []effect
 		case errors.Is(err, keystore.ErrNotFound):
 		case err != nil:
 			return nil, fmt.Errorf("pagpolar: reading the claim on %s: %w: %w", e.ID, ErrStoreUnavailable, err)
+		case rec.Kind != kindClaim || rec.Key != c.claimKey(kind, e.ID):
+			return nil, fmt.Errorf("pagpolar: the claim on %s: %w", e.ID, foreignRecord(rec))
 		case rec.ResultRef != self:
 			out[e.ID] = true
 		}
@@ -424,7 +467,7 @@ func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string
 	if !claims(kind) || effectID == "" {
 		return "", nil
 	}
-	rec := keystore.Record{OperationID: c.storeID(claimOpID(kind, effectID)), Key: "-", Kind: kindClaim,
+	rec := keystore.Record{OperationID: c.storeID(claimOpID(kind, effectID)), Key: c.claimKey(kind, effectID), Kind: kindClaim,
 		State: keystore.StateSucceeded, ResultRef: self}
 	// Like the outcome it precedes, the claim outlives the caller's
 	// cancellation (bounded).
@@ -436,6 +479,9 @@ func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string
 		_ = c.store.Release(ctx, got.OperationID, got.LeaseToken)
 		return "", nil
 	case errors.Is(err, keystore.ErrExists):
+		if got.Kind != kindClaim || got.Key != rec.Key {
+			return "", fmt.Errorf("pagpolar: the claim on %s: %w", effectID, foreignRecord(got))
+		}
 		if got.ResultRef != self {
 			return got.ResultRef, nil
 		}
