@@ -310,7 +310,7 @@ func compareTime(e effect, f opFacts) (attribution, string, bool) {
 	// validated time (for a 409, the earliest the other sender can have
 	// started) excludes.
 	if e.createdSt == wire.Read && !f.floor.IsZero() {
-		if e.Created.Add(e.CreatedRes + f.tolerance).Before(f.floor) {
+		if excludedByTime(e.Created, e.CreatedRes, f.floor, f.tolerance) {
 			return attrOther, fmt.Sprintf("%s was created at %s, before this operation's first send (server clock, at least %s)",
 				e.label(), e.Created.UTC().Format(time.RFC3339Nano), f.floor.UTC().Format(time.RFC3339)), true
 		}

@@ -81,7 +81,12 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 		claimed: claimed, shapes: &c.shapes,
 	}
 	if m.FloorOK && !c.srvClock.off() {
-		f.floor = m.exclusionFloor()
+		// FloorOK is what the writer knew; whether the floor still holds
+		// is re-checked on this process's own reading of the API's clock.
+		ceiling, ok := c.srvClock.ceiling(c.clock.Now())
+		if floorHolds(m.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
+			f.floor = m.exclusionFloor()
+		}
 	}
 	if len(m.Snapshot) > 0 {
 		f.snapshot = make(map[string]bool, len(m.Snapshot))
@@ -434,7 +439,9 @@ func claimOpID(kind, effectID string) string { return "claim " + kind + " " + ef
 // operation's key, so that a claim this SDK did not write for this
 // credential (another form, another credential's) is recognised and
 // refused rather than read.
-func (c *Client) claimKey(kind, effectID string) string { return c.derivedKey(claimOpID(kind, effectID)) }
+func (c *Client) claimKey(kind, effectID string) string {
+	return c.derivedKey(claimOpID(kind, effectID))
+}
 
 // claimedByOthers returns the IDs among effs (not in the snapshot) that the
 // store records as another operation's result.

@@ -240,3 +240,35 @@ func (s *serverClock) check(created time.Time, res time.Duration, floor, ceiling
 	}
 	return false
 }
+
+// exclusionMargin is how far before a floor an effect's creation time must
+// lie for the time rule to exclude it: more than every error the estimator
+// cannot detect. A step of the API's clock smaller than the step
+// threshold (Date's whole second plus tol, observe) goes unnoticed, and so
+// does a second API host whose clock is behind the first by as much; tol
+// covers the rest (SAFETY rule 12).
+func exclusionMargin(tol time.Duration) time.Duration {
+	undetected := time.Second + tol
+	return tol + 2*undetected
+}
+
+// excludedByTime reports whether an effect created at created (precision
+// res) was created before a first send whose floor (server clock) is
+// floor, beyond everything the SDK cannot detect. A pure function.
+func excludedByTime(created time.Time, res time.Duration, floor time.Time, tol time.Duration) bool {
+	return created.Add(res + exclusionMargin(tol)).Before(floor)
+}
+
+// floorHolds is the re-check of a recorded floor by the process that reads
+// it: its own reading of the API's clock now (ceiling, an upper bound; ok
+// false without a recent answer) must be at or past the floor, less what
+// the estimator cannot detect — a clock stepped back since the floor was
+// recorded (in another process, or before a restart) leaves the floor
+// ahead of the API's clock, and it would exclude the operation's own
+// effect. Without a reading the floor excludes nothing. A pure function.
+func floorHolds(floor, ceiling time.Time, ok bool, tol time.Duration) bool {
+	if floor.IsZero() || !ok {
+		return false
+	}
+	return !ceiling.Add(time.Second + tol).Before(floor)
+}
