@@ -137,11 +137,15 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 // lists them, else its current offer.
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
 	sent := c.clock.Now()
+	floor, floorOK := c.srvClock.floor(sent)
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
 	}
 	if why, cached := servedByCache(r.header, sent, m.TrustAfter); cached {
+		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
+	}
+	if why, stale := staleByDate(r.header, floor, floorOK, sent, m.TrustAfter, c.policy.ServerClockTolerance); stale {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
 	sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
@@ -317,11 +321,15 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 		}
 		seenURL[u.String()] = true
 		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
+		floor, floorOK := c.srvClock.floor(sent)
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
 			return nil, false, "", err
 		}
 		if why, cached := servedByCache(r.header, sent, notBefore); cached {
+			return items, false, why, nil
+		}
+		if why, stale := staleByDate(r.header, floor, floorOK, sent, notBefore, c.policy.ServerClockTolerance); stale {
 			return items, false, why, nil
 		}
 		page, err := wire.ParseList(r.body, r.header)
@@ -417,6 +425,38 @@ func servedByCache(h http.Header, now, notBefore time.Time) (string, bool) {
 	return "the answer was served by a cache (Age: " + oneLine(v) + "), not read from the API after the moment a lookup needs", true
 }
 
+// staleByDate reports whether an answer is older than the moment it must
+// postdate, by its own Date, whether or not a cache said so with Age (a
+// micro-cache that ignores no-cache and sends no Age passes the answer's
+// Date on). floor is a lower bound of the API's clock at client time sent
+// (ok false without one: then nothing is concluded); the answer must have
+// been made after notBefore (zero: after sent, for a snapshot). On the
+// API's clock that moment is at least floor − (sent − notBefore); a Date
+// (whole seconds) more than a second plus tol before it is a stored copy.
+// A pure function of its arguments.
+func staleByDate(h http.Header, floor time.Time, ok bool, sent, notBefore time.Time, tol time.Duration) (string, bool) {
+	if !ok {
+		return "", false
+	}
+	d, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		return "", false
+	}
+	must := floor
+	switch {
+	case notBefore.IsZero():
+	case sent.Before(notBefore):
+		return "", false // before the trust moment a not-found counts for nothing anyway
+	default:
+		must = floor.Add(-sent.Sub(notBefore))
+	}
+	if d.Add(time.Second + tol).Before(must) {
+		return fmt.Sprintf("the answer's Date (%s) is older than the moment the list must postdate (the API's clock at least %s): a stored copy, not the list as it is now",
+			d.UTC().Format(time.RFC3339), must.UTC().Format(time.RFC3339)), true
+	}
+	return "", false
+}
+
 func itemID(raw json.RawMessage) string {
 	o, err := wire.ParseObject(raw)
 	if err != nil {
@@ -493,8 +533,43 @@ func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string
 			return got.ResultRef, nil
 		}
 		return "", nil
+	case errors.Is(err, keystore.ErrAmnesia):
+		return c.claimWithoutRecord(ctx, kind, effectID, self)
 	}
 	return "", err
+}
+
+// claimWithoutRecord settles a claim while the store refuses new records
+// after a detected loss (SAFETY rule 13), so that what survived can still
+// be settled: settling must never need what the amnesia guard refuses. The
+// claim record guards against another operation taking the effect; here
+// that is checked on what the store holds instead. Operations created
+// after the effect snapshot it (it is in their snapshot), unsettled
+// survivors that could own it were checked by contested, and a settled one
+// that took it shows it as its result: the store's records of this
+// credential are scanned for one (bounded: more than the bound proves
+// nothing, and the error leaves the operation unsettled).
+func (c *Client) claimWithoutRecord(ctx context.Context, kind, effectID, self string) (string, error) {
+	const limit = 10000
+	prefix := c.storeID("")
+	recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StateSucceeded}, Prefix: prefix, Limit: limit})
+	if err != nil {
+		return "", fmt.Errorf("pagpolar: the store refuses the claim on %s (amnesia), and its settled operations cannot be listed: %w: %w", effectID, ErrStoreUnavailable, err)
+	}
+	if len(recs) >= limit {
+		return "", fmt.Errorf("pagpolar: the store refuses the claim on %s (amnesia), and holds too many settled operations to check them: %w", effectID, ErrStoreUnavailable)
+	}
+	for _, r := range recs {
+		op := strings.TrimPrefix(r.OperationID, prefix)
+		switch {
+		case r.Kind == kindClaim && op == claimOpID(kind, effectID) && r.ResultRef != self:
+			return r.ResultRef, nil
+		case r.Kind == kind && r.ResultRef == effectID && op != self:
+			return op, nil
+		}
+	}
+	c.log.WarnContext(ctx, "pagpolar: the store refuses new records (amnesia): the effect is settled without its claim record, after checking the store's settled operations", "op", self, "effect", effectID)
+	return "", nil
 }
 
 func containsString(list []string, s string) bool {
