@@ -137,7 +137,7 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 // lists them, else its current offer.
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
 	sent := c.clock.Now()
-	floor, floorOK := c.srvClock.floor(sent)
+	floor, floorOK := c.srvClock.dateFloor(sent)
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -321,7 +321,7 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 		}
 		seenURL[u.String()] = true
 		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
-		floor, floorOK := c.srvClock.floor(sent)
+		floor, floorOK := c.srvClock.dateFloor(sent)
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
 			return nil, false, "", err

@@ -134,6 +134,20 @@ func (s *serverClock) floorLocked(now time.Time) (time.Time, bool) {
 	if s.disabled {
 		return time.Time{}, false
 	}
+	return s.lowerLocked(now)
+}
+
+// dateFloor is the lower bound of the API's clock that tells a stored copy
+// by its Date (staleByDate): kept when the estimator is switched off, since
+// it only ever withdraws trust (a stale copy's old Date is itself what
+// switches the estimator off, and must not blind the next check).
+func (s *serverClock) dateFloor(now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lowerLocked(now)
+}
+
+func (s *serverClock) lowerLocked(now time.Time) (time.Time, bool) {
 	var bounds [sampleCount]time.Time
 	n := 0
 	for i := range s.n {
