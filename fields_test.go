@@ -116,3 +116,35 @@ func TestShapes_EchoIsPerAnswerKindAndName(t *testing.T) {
 		t.Error("an own effect in a list taught the wrong lesson")
 	}
 }
+
+// TestSettleFound_UnclearRememberedByIdentifier: an effect a lookup could
+// not attribute is remembered by its identifier, so that a later lookup
+// that lists it (and now attributes it) is not stopped by "no longer
+// listed" for good.
+func TestSettleFound_UnclearRememberedByIdentifier(t *testing.T) {
+	f := refundFacts()
+	raw := `{"identifier":"rf_9","sale_identifier":"s1","amount":700,"status":"completed","created_at":"` + ts(time.Second) + `"}`
+	e, err := readEffect(effRefund, wire.AnswerList, []byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := settleFound([]effect{e}, f, true, "", nil)
+	if first.kind != lookupUnclear || len(first.seen) != 1 || first.seen[0] != "rf_9" {
+		t.Fatalf("first lookup: %+v, want unclear remembering rf_9", first)
+	}
+	// Later the effect is proven another operation's (its claim).
+	f.claimed = map[string]bool{"rf_9": true}
+	for _, c := range []struct {
+		name   string
+		effs   []effect
+		remind []string
+		want   lookupKind
+	}{
+		{"still listed, now another's", []effect{e}, first.seen, lookupNotFound},
+		{"no longer listed", nil, first.seen, lookupUnclear},
+	} {
+		if got := settleFound(c.effs, f, true, "", c.remind); got.kind != c.want {
+			t.Errorf("%s: %v (%s), want %v", c.name, got.kind, got.reason, c.want)
+		}
+	}
+}

@@ -193,6 +193,7 @@ func (s *Server) renderObject(kind bodyKind, v map[string]any, listItem bool) {
 			for _, pc := range pcs {
 				if m, ok := pc.(map[string]any); ok {
 					s.renderObject(bodyPlanChange, m, false)
+					s.renderNestedPlanChange(m)
 				}
 			}
 		}

@@ -33,10 +33,6 @@ func (s *Server) renderFields(kind bodyKind, v map[string]any, listItem bool) {
 				delete(v, "sale_identifier")
 				v["sale_id"] = numericKey(sid)
 			}
-		case bodyPlanChange:
-			if sid, ok := v["subscription_id"].(string); ok && !listItem {
-				v["subscription_id"] = numericKey(sid)
-			}
 		}
 	}
 	if !listItem || (kind != bodySale && kind != bodySubscription) {
@@ -61,6 +57,14 @@ func (s *Server) renderFields(kind bodyKind, v map[string]any, listItem bool) {
 		delete(v, "payment_method")
 		delete(v, "offer_identifier")
 		delete(v, "offer_id")
+	}
+}
+
+// renderNestedPlanChange applies the field shapes to a plan change listed
+// in a subscription (GET /subscriptions/{id} and the subscription answers).
+func (s *Server) renderNestedPlanChange(v map[string]any) {
+	if sid, ok := v["subscription_id"].(string); ok && s.has(ShapeSaleFKID) {
+		v["subscription_id"] = numericKey(sid)
 	}
 }
 
