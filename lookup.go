@@ -145,7 +145,7 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 	if why, cached := servedByCache(r.header, sent, m.TrustAfter); cached {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
-	if why, stale := staleByDate(r.header, floor, floorOK, sent, m.TrustAfter, c.policy.ServerClockTolerance); stale {
+	if why, stale := staleByDate(r.header, floor, floorOK, sent, m.TrustAfter); stale {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
 	sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
@@ -329,7 +329,7 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 		if why, cached := servedByCache(r.header, sent, notBefore); cached {
 			return items, false, why, nil
 		}
-		if why, stale := staleByDate(r.header, floor, floorOK, sent, notBefore, c.policy.ServerClockTolerance); stale {
+		if why, stale := staleByDate(r.header, floor, floorOK, sent, notBefore); stale {
 			return items, false, why, nil
 		}
 		page, err := wire.ParseList(r.body, r.header)
@@ -432,9 +432,12 @@ func servedByCache(h http.Header, now, notBefore time.Time) (string, bool) {
 // (ok false without one: then nothing is concluded); the answer must have
 // been made after notBefore (zero: after sent, for a snapshot). On the
 // API's clock that moment is at least floor − (sent − notBefore); a Date
-// (whole seconds) more than a second plus tol before it is a stored copy.
-// A pure function of its arguments.
-func staleByDate(h http.Header, floor time.Time, ok bool, sent, notBefore time.Time, tol time.Duration) (string, bool) {
+// (whole seconds) more than a second before it is a stored copy. No
+// tolerance is added: floor is a lower bound, so a clock that misleads it
+// (a step back, a host behind) can only make a fresh answer look stale,
+// which costs a later lookup, never a false "not found". A pure function
+// of its arguments.
+func staleByDate(h http.Header, floor time.Time, ok bool, sent, notBefore time.Time) (string, bool) {
 	if !ok {
 		return "", false
 	}
@@ -450,7 +453,7 @@ func staleByDate(h http.Header, floor time.Time, ok bool, sent, notBefore time.T
 	default:
 		must = floor.Add(-sent.Sub(notBefore))
 	}
-	if d.Add(time.Second + tol).Before(must) {
+	if d.Add(time.Second).Before(must) {
 		return fmt.Sprintf("the answer's Date (%s) is older than the moment the list must postdate (the API's clock at least %s): a stored copy, not the list as it is now",
 			d.UTC().Format(time.RFC3339), must.UTC().Format(time.RFC3339)), true
 	}

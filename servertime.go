@@ -38,6 +38,10 @@ type serverClock struct {
 	// writes its own Date, or creation times in a mislabelled zone, would
 	// otherwise exclude the operation's own effect.
 	validated bool
+	// hiDate, hiAt: the Date (and client time read) giving the highest
+	// lower bound of the API's clock of every answer, kept or not: what
+	// dateFloor tells stored copies by.
+	hiDate, hiAt time.Time
 }
 
 type clockSample struct {
@@ -74,6 +78,9 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.hiAt.IsZero() || d.After(s.hiDate.Add(now.Sub(s.hiAt))) {
+		s.hiDate, s.hiAt = d, now
+	}
 	c, ok := s.ceilingLocked(now)
 	if !ok {
 		// No recent sample: the estimator starts afresh, and what
@@ -82,7 +89,10 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 		// stepped ones). Validation is earned again by check.
 		s.validated = false
 	}
-	if f, fok := s.floorLocked(now); fok && d.Add(time.Second+tol).Before(f) {
+	if f, fok := s.lowerLocked(now); fok && d.Add(time.Second+tol).Before(f) {
+		// (Checked once switched off too: a Date behind what earlier
+		// answers proved is a stored copy's or a stepped clock's, and kept
+		// it would drag the bound dateFloor gives back with it.)
 		// The clock writing Date stepped back past what earlier answers
 		// proved: the floor is now ahead of the API's clock and would
 		// exclude the operation's own effect. Off for good — operations
@@ -138,13 +148,23 @@ func (s *serverClock) floorLocked(now time.Time) (time.Time, bool) {
 }
 
 // dateFloor is the lower bound of the API's clock that tells a stored copy
-// by its Date (staleByDate): kept when the estimator is switched off, since
-// it only ever withdraws trust (a stale copy's old Date is itself what
-// switches the estimator off, and must not blind the next check).
+// by its Date (staleByDate): the highest any answer's Date gives, whether
+// the estimator kept it or not, and kept when the estimator is switched
+// off. It only ever withdraws trust: a copy's old Date must not drag it
+// back (which a median of the samples, or a first sample that is itself a
+// copy, would), and a Date from a clock far ahead only makes fresh answers
+// look stale, which costs a later lookup, never a false "not found".
 func (s *serverClock) dateFloor(now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lowerLocked(now)
+	if s.hiAt.IsZero() {
+		return time.Time{}, false
+	}
+	el := now.Sub(s.hiAt)
+	if el < 0 || el > serverClockMaxAge {
+		return time.Time{}, false
+	}
+	return s.hiDate.Add(el - time.Duration(float64(el)*serverClockDrift)), true
 }
 
 func (s *serverClock) lowerLocked(now time.Time) (time.Time, bool) {
