@@ -181,7 +181,9 @@ func WithHook(h Hook) Option { return func(c *Client) error { c.hook = h; return
 // WithRandomKeys makes the client generate a random UUIDv4 per operation
 // (saved before sending) instead of the default UUIDv5 derived from the
 // credential ID and the operation ID. Derived keys let two hosts that do not
-// share a store still send one key for one operation.
+// share a store still send one key for one operation. A random key's second
+// half is a tag of the credential and the operation, so a record is still
+// checked as this credential's (ErrForeignRecord) with random keys.
 func WithRandomKeys() Option { return func(c *Client) error { c.randomKeys = true; return nil } }
 
 // WithFingerprintSecret lets the parameter fingerprint cover the customer's
