@@ -75,6 +75,13 @@ type opFacts struct {
 	shapes *shapes
 }
 
+// proves reports whether e's field, read under name, compares with what
+// was sent: answers of e's kind were seen to carry what was sent there
+// (shapes.go). Without shapes nothing proves.
+func (f opFacts) proves(e effect, field wire.Field, name string) bool {
+	return f.shapes != nil && f.shapes.proves(e.answer, e.kind, field, name)
+}
+
 // attributeFound decides on an effect found by a lookup.
 func attributeFound(e effect, f opFacts) (attribution, string) {
 	if e.idSt != wire.Read {
@@ -131,16 +138,16 @@ func attributeAnswer(e effect, f opFacts, replay bool) (attribution, string) {
 func collision(e effect, f opFacts) (bool, string) {
 	switch f.kind {
 	case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
-		if e.refSt == wire.Read && !strings.EqualFold(strings.TrimSpace(e.Ref), strings.TrimSpace(f.ref)) {
+		if e.refSt == wire.Read && !strings.EqualFold(strings.TrimSpace(e.Ref), strings.TrimSpace(f.ref)) && f.proves(e, wire.FRef, e.refName) {
 			return true, fmt.Sprintf("the replay is for reference %q, this operation's is %q", e.Ref, f.ref)
 		}
 		if e.methodSt == wire.Read {
-			if m, known, learned := f.shapes.method(e.Method); known && !learned && wire.MethodFamily(m) != wire.MethodFamily(f.method) {
+			if m, known, learned := f.shapes.method(e.Method); known && !learned && wire.MethodFamily(m) != wire.MethodFamily(f.method) && f.proves(e, wire.FMethod, e.methodName) {
 				return true, fmt.Sprintf("the replay is a %s payment, this operation is %s", m, f.method)
 			}
 		}
 	case kindRefund:
-		if e.saleSt == wire.Read && e.SaleID != f.saleID {
+		if e.saleSt == wire.Read && e.SaleID != f.saleID && f.proves(e, wire.FSale, e.saleName) {
 			return true, fmt.Sprintf("the replay refunds sale %s, this operation sale %s", e.SaleID, f.saleID)
 		}
 		// A refund's amount never proves the replay is another request's:
@@ -148,7 +155,7 @@ func collision(e effect, f opFacts) (bool, string) {
 		// and an API that echoes a full refund's amount looks the same (a
 		// full refund that taught "amounts prove" refunded twice).
 	case kindPlanChange:
-		if e.subSt == wire.Read && e.SubID != f.subID {
+		if e.subSt == wire.Read && e.SubID != f.subID && f.proves(e, wire.FSubscription, e.subName) {
 			return true, fmt.Sprintf("the replay changes subscription %s, this operation %s", e.SubID, f.subID)
 		}
 	}
@@ -188,6 +195,12 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 				return attrOther, fmt.Sprintf("%s belongs to subscription %s (a renewal or a subscription's first sale)", e.label(), e.SubID), true
 			}
 		}
+		if found && e.methodSt == wire.Absent && e.offerSt == wire.Absent {
+			// Nothing on it tells it from another operation's effect under
+			// the reference (a boleto sale for a PIX charge): not new, not
+			// another's.
+			return attrUnclear, e.label() + " shows neither a payment method nor an offer, so nothing tells it from another operation's", true
+		}
 		if a, why, decided := compareMethod(e, f, found); decided {
 			return a, why, true
 		}
@@ -202,6 +215,9 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 			return attrUnclear, e.label() + " shows no sale identifier, so nothing shows the list kept to its filter", true
 		}
 		if e.saleSt == wire.Read && e.SaleID != f.saleID {
+			if !f.proves(e, wire.FSale, e.saleName) {
+				return attrUnclear, fmt.Sprintf("%s names sale %q under %q, which %ss have not been seen to carry as sent: another field, not proof", e.label(), e.SaleID, e.saleName, e.answer), true
+			}
 			return attrOther, fmt.Sprintf("%s is of sale %s", e.label(), e.SaleID), true
 		}
 		switch e.Amount.State {
@@ -223,6 +239,9 @@ func compareFields(e effect, f opFacts, found bool) (attribution, string, bool) 
 			return unreadable("subscription")
 		}
 		if e.subSt == wire.Read && e.SubID != f.subID {
+			if !f.proves(e, wire.FSubscription, e.subName) {
+				return attrUnclear, fmt.Sprintf("%s names subscription %q under %q, which %ss have not been seen to carry as sent: another field, not proof", e.label(), e.SubID, e.subName, e.answer), true
+			}
 			return attrOther, fmt.Sprintf("%s is of subscription %s", e.label(), e.SubID), true
 		}
 		if a, why, decided := compareOffer(e, f); decided {
@@ -252,6 +271,8 @@ func compareMethod(e effect, f opFacts, found bool) (attribution, string, bool) 
 		return attrUnclear, fmt.Sprintf("%s has payment method %q, which this API once used for %s: no proof either way", e.label(), e.Method, m), true
 	case wire.MethodFamily(m) == wire.MethodFamily(f.method):
 		return attrUnclear, fmt.Sprintf("%s was paid by %s, which could be this operation's %s", e.label(), m, f.method), true
+	case !f.proves(e, wire.FMethod, e.methodName):
+		return attrUnclear, fmt.Sprintf("%s has payment method %s under %q, which %ss have not been seen to carry as sent: no proof", e.label(), m, e.methodName, e.answer), true
 	}
 	return attrOther, fmt.Sprintf("%s was paid by %s", e.label(), m), true
 }
@@ -266,10 +287,16 @@ func compareOffer(e effect, f opFacts) (attribution, string, bool) {
 	if e.Offer == f.offer || (e.kind == effSubscription && e.FromOffer == f.offer) {
 		return 0, "", false // a subscription may have changed plan since
 	}
-	if f.shapes.offersProve() {
+	if e.kind == effSubscription && e.planChangesSt != wire.Read {
+		// A subscription's offer is its plan now: one upgraded since it
+		// was created (before a retry) is on another offer, and without
+		// its plan changes nothing shows which offer it started on.
+		return attrUnclear, fmt.Sprintf("%s is on offer %q, not %q, and lists no plan changes: it may have changed plan since it was created", e.label(), e.Offer, f.offer), true
+	}
+	if f.proves(e, wire.FOffer, e.offerName) {
 		return attrOther, fmt.Sprintf("%s is for offer %s", e.label(), e.Offer), true
 	}
-	return attrUnclear, fmt.Sprintf("%s names offer %q, not %q, and this API has not shown that it echoes offers as sent", e.label(), e.Offer, f.offer), true
+	return attrUnclear, fmt.Sprintf("%s names offer %q under %q, not %q, and %ss have not been seen to carry the offer as sent under that name", e.label(), e.Offer, e.offerName, f.offer, e.answer), true
 }
 
 // compareTime excludes an effect created before the first send, on the
@@ -287,7 +314,7 @@ func compareTime(e effect, f opFacts) (attribution, string, bool) {
 	// validated time (for a 409, the earliest the other sender can have
 	// started) excludes.
 	if e.createdSt == wire.Read && !f.floor.IsZero() {
-		if e.Created.Add(e.CreatedRes + f.tolerance).Before(f.floor) {
+		if excludedByTime(e.Created, e.CreatedRes, f.floor, f.tolerance) {
 			return attrOther, fmt.Sprintf("%s was created at %s, before this operation's first send (server clock, at least %s)",
 				e.label(), e.Created.UTC().Format(time.RFC3339Nano), f.floor.UTC().Format(time.RFC3339)), true
 		}
@@ -336,11 +363,11 @@ func decide(all []judged, complete bool, incomplete string) lookupOutcome {
 	}
 	switch {
 	case len(unclear) > 0:
-		return lookupOutcome{kind: lookupUnclear, refs: ids(unclear), reason: unclear[0].why + more(len(unclear))}
+		return lookupOutcome{kind: lookupUnclear, refs: ids(unclear), seen: judgedIDs(unclear), reason: unclear[0].why + more(len(unclear))}
 	case !complete:
-		return lookupOutcome{kind: lookupUnclear, refs: ids(append(ours, refused...)), reason: incomplete}
+		return lookupOutcome{kind: lookupUnclear, refs: ids(append(ours, refused...)), seen: judgedIDs(append(ours, refused...)), reason: incomplete}
 	case len(ours) > 1:
-		return lookupOutcome{kind: lookupUnclear, refs: ids(ours), reason: fmt.Sprintf("%d effects could each be this operation's", len(ours))}
+		return lookupOutcome{kind: lookupUnclear, refs: ids(ours), seen: judgedIDs(ours), reason: fmt.Sprintf("%d effects could each be this operation's", len(ours))}
 	case len(ours) == 1:
 		// A refused effect beside it is an earlier attempt's (a decline
 		// followed by a retry under another operation ID).
@@ -355,6 +382,19 @@ func ids(js []judged) []string {
 	out := make([]string, 0, len(js))
 	for _, j := range js {
 		out = append(out, j.e.label())
+	}
+	return out
+}
+
+// judgedIDs are the identifiers of the effects (those that have one): what
+// a record remembers of effects it could not attribute, compared with the
+// identifiers a later lookup lists (settleFound), never with labels.
+func judgedIDs(js []judged) []string {
+	var out []string
+	for _, j := range js {
+		if j.e.idSt == wire.Read {
+			out = append(out, j.e.ID)
+		}
 	}
 	return out
 }

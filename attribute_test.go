@@ -1,6 +1,8 @@
 package pagpolar
 
 import (
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+
 	"net/http"
 	"strings"
 	"testing"
@@ -18,7 +20,7 @@ var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 func ts(d time.Duration) string { return t0.Add(d).Format(time.RFC3339Nano) }
 
 func pixFacts() opFacts {
-	return opFacts{kind: kindPix, ref: "o1", offer: "offer-basic", method: "pix", floor: t0, tolerance: 2 * time.Second, shapes: &shapes{}}
+	return opFacts{kind: kindPix, ref: "o1", offer: "offer-basic", method: "pix", floor: t0, tolerance: 2 * time.Second, shapes: taughtShapes(wire.AnswerList, wire.AnswerPost)}
 }
 
 func cardFacts() opFacts {
@@ -29,7 +31,7 @@ func cardFacts() opFacts {
 
 func refundFacts() opFacts {
 	return opFacts{kind: kindRefund, saleID: "s1", amount: 1500, snapshotted: true, snapshot: map[string]bool{"rf_old": true},
-		floor: t0, tolerance: 2 * time.Second, shapes: &shapes{}}
+		floor: t0, tolerance: 2 * time.Second, shapes: taughtShapes(wire.AnswerList, wire.AnswerPost)}
 }
 
 func sale(fields string) string {
@@ -39,7 +41,7 @@ func sale(fields string) string {
 func TestAttributeFound(t *testing.T) {
 	learnedZZ := &shapes{}
 	learnedZZ.learnMethod("zz", "pix")
-	echo := &shapes{offerEcho: true}
+	echo := taughtShapes(wire.AnswerList)
 	cases := []struct {
 		name  string
 		kind  effectKind
@@ -79,7 +81,7 @@ func TestAttributeFound(t *testing.T) {
 		{"another reference (filter ignored?)", effSale, strings.Replace(sale(`,"payment_method":"pix"`), `"o1"`, `"o2"`, 1), pixFacts, attrUnclear},
 		{"a subscription's sale", effSale, sale(`,"payment_method":"pix","subscription_id":"sub_1"`), pixFacts, attrOther},
 		{"subscription_id 0 is none", effSale, sale(`,"payment_method":"pix","subscription_id":0`), pixFacts, attrOurs},
-		{"another offer, echo not learned", effSale, strings.Replace(sale(`,"payment_method":"pix"`), "offer-basic", "offer-premium", 1), pixFacts, attrUnclear},
+		{"another offer, echo not learned", effSale, strings.Replace(sale(`,"payment_method":"pix"`), "offer-basic", "offer-premium", 1), func() opFacts { f := pixFacts(); f.shapes = &shapes{}; return f }, attrUnclear},
 		{"another offer, echo learned", effSale, strings.Replace(sale(`,"payment_method":"pix"`), "offer-basic", "offer-premium", 1), func() opFacts { f := pixFacts(); f.shapes = echo; return f }, attrOther},
 		{"declined", effSale, sale(`,"payment_method":"credit_card","status":"declined"`), cardFacts, attrOursRefused},
 		{"card in analysis: ours, undecided", effSale, sale(`,"payment_method":"credit_card","status":"in_analysis"`), cardFacts, attrOurs},
@@ -119,7 +121,7 @@ func TestAttributeFound(t *testing.T) {
 			}, attrOurs},
 	}
 	for _, c := range cases {
-		e, err := readEffect(c.kind, []byte(c.body))
+		e, err := readEffect(c.kind, wire.AnswerList, []byte(c.body))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -155,7 +157,7 @@ func TestAttributeAnswer(t *testing.T) {
 		if strings.Contains(c.body, "sale_identifier") {
 			kind = effRefund
 		}
-		e, err := readEffect(kind, []byte(c.body))
+		e, err := readEffect(kind, wire.AnswerPost, []byte(c.body))
 		if err != nil {
 			t.Fatal(err)
 		}

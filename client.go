@@ -181,7 +181,9 @@ func WithHook(h Hook) Option { return func(c *Client) error { c.hook = h; return
 // WithRandomKeys makes the client generate a random UUIDv4 per operation
 // (saved before sending) instead of the default UUIDv5 derived from the
 // credential ID and the operation ID. Derived keys let two hosts that do not
-// share a store still send one key for one operation.
+// share a store still send one key for one operation. A random key's second
+// half is a tag of the credential and the operation, so a record is still
+// checked as this credential's (ErrForeignRecord) with random keys.
 func WithRandomKeys() Option { return func(c *Client) error { c.randomKeys = true; return nil } }
 
 // WithFingerprintSecret lets the parameter fingerprint cover the customer's
@@ -629,7 +631,7 @@ func (c *Client) getObject(ctx context.Context, kind effectKind, path string) (e
 	if err != nil {
 		return effect{}, err
 	}
-	e, err := readEffect(kind, r.body)
+	e, err := readEffect(kind, wire.AnswerGet, r.body)
 	if err != nil {
 		return effect{}, fmt.Errorf("pagpolar: GET %s: %w", path, err)
 	}
@@ -644,7 +646,7 @@ func (c *Client) listAll(ctx context.Context, kind effectKind, path string, q ur
 	if err != nil {
 		return nil, err
 	}
-	effs := readEffects(kind, items)
+	effs := readEffects(kind, wire.AnswerList, items)
 	if !complete {
 		return effs, fmt.Errorf("pagpolar: GET %s: %w: %s", path, ErrIncompleteList, why)
 	}

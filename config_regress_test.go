@@ -6,6 +6,7 @@ package pagpolar
 import (
 	"context"
 	"errors"
+	"github.com/google/uuid"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -141,34 +142,56 @@ func TestRecordIdentity_CredentialPrefixesDoNotCollide(t *testing.T) {
 	}
 }
 
-// 3b. Records an earlier version wrote under the unescaped ID keep working.
-func TestRecordIdentity_LegacyRecordsStillRead(t *testing.T) {
-	f := newFixture(t, nil)
-	eu := f.srv.AddToken("acme/eu")
-	c, err := NewClient("acme/eu", StaticToken(eu), WithBaseURL(f.srv.URL), WithStore(f.store), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-legacy", Customer: goodCustomer}
-	ch, err := c.Payments.Pix(f.ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Move the record to the old ID, as an earlier version would have
-	// written it.
-	rec, _ := f.store.Get(f.ctx, c.storeID("pix:order-legacy"))
-	rec.OperationID = "acme/eu/pix:order-legacy"
-	store2 := keystore.NewMemoryWithClock(f.srv.Clock)
-	if _, err := store2.Create(f.ctx, rec, "x", time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	c2, _ := NewClient("acme/eu", StaticToken(eu), WithBaseURL(f.srv.URL), WithStore(store2), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet))
-	ch2, err := c2.Payments.Pix(f.ctx, p)
-	if err != nil || ch2.Sale.ID != ch.Sale.ID || ch2.Operation.Source != SourceLocalRecord {
-		t.Fatalf("legacy record: %+v %v", ch2, err)
-	}
-	if r, err := c2.Resume(f.ctx, "pix:order-legacy"); err != nil || r.State != keystore.StateSucceeded {
-		t.Fatalf("Resume of a legacy record: %+v %v", r, err)
+// 3b. One record-ID form: a record under this credential's prefix whose key
+// is not this credential's (another credential's record written in the
+// unescaped form) is refused by Resume and ResumeAll, never settled, with
+// derived and with random keys alike.
+func TestRecordIdentity_OneFormOtherCredentialsRecordsRefused(t *testing.T) {
+	for _, random := range []bool{false, true} {
+		name := "derived keys"
+		if random {
+			name = "random keys"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			tok := f.srv.AddToken("acme")
+			opts := []Option{WithBaseURL(f.srv.URL), WithStore(f.store), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet)}
+			if random {
+				opts = append(opts, WithRandomKeys())
+			}
+			acme, err := NewClient("acme", StaticToken(tok), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A record of credential "acme/eu" under the unescaped form
+			// "acme/eu/order-9": under acme's prefix it reads as acme's
+			// operation "eu/order-9", but its key is not acme's.
+			other := keystore.Record{OperationID: "acme/eu/order-9", Key: uuid.NewString(), Kind: kindPix, State: keystore.StateUnknown,
+				Attempts: 1, Meta: mustJSON(opMeta{Path: "/payments/pix", ExternalReference: "order-9", OfferID: "offer-basic", Method: "pix"})}
+			if _, err := f.store.Create(f.ctx, other, "x", time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			res, err := acme.ResumeAll(f.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 1 || !errors.Is(res[0].Err, ErrForeignRecord) {
+				t.Fatalf("ResumeAll: %+v, want the other credential's record reported as foreign", res)
+			}
+			if _, err := acme.Resume(f.ctx, "eu/order-9"); !errors.Is(err, ErrForeignRecord) {
+				t.Fatalf("Resume: %v, want ErrForeignRecord", err)
+			}
+			if got, _ := f.store.Get(f.ctx, "acme/eu/order-9"); got.State != keystore.StateUnknown {
+				t.Fatalf("the other credential's record was settled %s", got.State)
+			}
+			// acme's own operations, in the one form, still work.
+			if _, err := acme.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-own", Customer: goodCustomer}); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := acme.Resume(f.ctx, "pix:order-own"); err != nil || r.State != keystore.StateSucceeded {
+				t.Fatalf("Resume of acme's own record: %+v %v", r, err)
+			}
+		})
 	}
 }
 

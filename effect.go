@@ -25,11 +25,15 @@ func (k effectKind) String() string {
 
 // effect is one sale, refund, subscription or plan change as the API
 // reported it, read leniently: every field with whether it was absent,
-// read, or present in a form the SDK does not read (internal/wire). The
-// decisions in attribute.go take it as it is.
+// read, or present in a form the SDK does not read (internal/wire), the
+// kind of answer it came in and the name each compared field was read
+// under (a field proves only what answers of that kind were seen to carry
+// under that name: shapes.go). The decisions in attribute.go take it as
+// it is.
 type effect struct {
-	kind effectKind
-	obj  wire.Object
+	kind   effectKind
+	answer wire.Answer
+	obj    wire.Object
 
 	ID, Ref, Method, Offer, FromOffer, SaleID, SubID, Status string
 
@@ -38,6 +42,9 @@ type effect struct {
 	nextOfferSt wire.FieldState
 
 	idSt, refSt, methodSt, offerSt, saleSt, subSt, statusSt wire.FieldState
+
+	// The names Ref, Method, Offer, SaleID and SubID were read under.
+	refName, methodName, offerName, saleName, subName string
 
 	Amount     wire.Amount
 	Created    time.Time
@@ -54,50 +61,52 @@ type effect struct {
 	planChangesSt wire.FieldState
 }
 
-// readEffect reads one effect of kind from a JSON object.
-func readEffect(kind effectKind, raw []byte) (effect, error) {
+// readEffect reads one effect of kind, from an answer of kind answer, from
+// a JSON object.
+func readEffect(kind effectKind, answer wire.Answer, raw []byte) (effect, error) {
 	o, err := wire.ParseObject(raw)
 	if err != nil {
 		return effect{}, fmt.Errorf("not a %s object: %w", kind, err)
 	}
-	e := effect{kind: kind, obj: o}
-	e.ID, e.idSt = o.Str(wire.FieldID)
-	e.Status, e.statusSt = o.Str(wire.FieldStatus)
-	e.Created, e.CreatedRes, e.createdSt = o.Time(wire.FieldCreatedAt)
-	e.Amount = o.Amount(wire.FieldAmount)
-	e.SubID, e.subSt = idField(o, wire.FieldSubscriptionID)
+	names := func(f wire.Field) []string { return wire.Names(answer, f) }
+	e := effect{kind: kind, answer: answer, obj: o}
+	e.ID, e.idSt = o.Str(names(wire.FID))
+	e.Status, e.statusSt = o.Str(names(wire.FStatus))
+	e.Created, e.CreatedRes, e.createdSt = o.Time(names(wire.FCreated))
+	e.Amount = o.Amount(names(wire.FAmount))
+	e.SubID, e.subName, e.subSt = idField(o, names(wire.FSubscription))
 	switch kind {
 	case effSale, effSubscription:
-		e.Ref, e.refSt = o.Str(wire.FieldExternalReference)
-		e.Method, e.methodSt = o.Str(wire.FieldPaymentMethod)
-		e.Offer, e.offerSt = o.Str(wire.FieldOffer)
+		e.Ref, e.refName, e.refSt = o.StrNamed(names(wire.FRef))
+		e.Method, e.methodName, e.methodSt = o.StrNamed(names(wire.FMethod))
+		e.Offer, e.offerName, e.offerSt = o.StrNamed(names(wire.FOffer))
 		if kind == effSubscription {
-			e.SubID, e.subSt = "", wire.Absent // a subscription's own ID is its ID
-			e.planChanges, e.planChangesSt = o.Array(wire.FieldPlanChanges)
-			e.NextOffer, e.nextOfferSt = o.Str(wire.FieldNextOffer)
+			e.SubID, e.subName, e.subSt = "", "", wire.Absent // a subscription's own ID is its ID
+			e.planChanges, e.planChangesSt = o.Array(names(wire.FPlanChanges))
+			e.NextOffer, e.nextOfferSt = o.Str(names(wire.FNextOffer))
 			if len(e.planChanges) > 0 {
 				if first, err := wire.ParseObject(e.planChanges[0]); err == nil {
-					e.FromOffer, _ = first.Str(wire.FieldFromOffer)
+					e.FromOffer, _ = first.Str(names(wire.FFromOffer))
 				}
 			}
 		}
 	case effRefund:
-		e.SaleID, e.saleSt = idField(o, wire.FieldSaleID)
+		e.SaleID, e.saleName, e.saleSt = idField(o, names(wire.FSale))
 	case effPlanChange:
-		e.Offer, e.offerSt = o.Str(wire.FieldOffer)
-		e.FromOffer, _ = o.Str(wire.FieldFromOffer)
+		e.Offer, e.offerName, e.offerSt = o.StrNamed(names(wire.FOffer))
+		e.FromOffer, _ = o.Str(names(wire.FFromOffer))
 	}
 	return e, nil
 }
 
 // idField reads a reference to another object; a zero ("0", 0) is the
 // zero value some backends write for "none", not an identifier.
-func idField(o wire.Object, names []string) (string, wire.FieldState) {
-	v, st := o.Str(names)
+func idField(o wire.Object, names []string) (string, string, wire.FieldState) {
+	v, n, st := o.StrNamed(names)
 	if st == wire.Read && strings.Trim(v, "0") == "" {
-		return "", wire.Absent
+		return "", "", wire.Absent
 	}
-	return v, st
+	return v, n, st
 }
 
 // refused reports whether the effect's status is a refusal (a declined
@@ -174,7 +183,7 @@ func (e effect) subscription(sh *shapes) Subscription {
 		PaymentMethod: reportedMethod(sh, e.Method), Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
 	s.NextBillingAt, _ = e.obj.Str([]string{"next_billing_at", "nextBillingAt", "next_charge_at"})
 	for _, raw := range e.planChanges {
-		if pc, err := readEffect(effPlanChange, raw); err == nil {
+		if pc, err := readEffect(effPlanChange, e.answer, raw); err == nil {
 			s.PlanChanges = append(s.PlanChanges, pc.planChange())
 		}
 	}

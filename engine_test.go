@@ -380,14 +380,25 @@ func TestSafetyRule6_MaxOperationAge(t *testing.T) {
 func TestSafetyRule7_ReplayForAnotherRequestIsNotSuccess(t *testing.T) {
 	f := newFixture(t, nil)
 	other := f.client(t, WithStore(keystore.NewMemory()))
+	fresh := f.client(t, WithStore(keystore.NewMemory()))
 	if _, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-A", Customer: goodCustomer, OperationID: "shared-op"}); err != nil {
+		t.Fatal(err)
+	}
+	// A client that has not yet seen this API's answers echo the reference
+	// as sent cannot take a replay's reference for proof: unknown, never
+	// success.
+	if _, err := fresh.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-B", Customer: goodCustomer, OperationID: "shared-op"}); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a fresh client: want ErrOutcomeUnknown for a replay of another order, got %v", err)
+	}
+	// One that has (its own charge's answer echoed it) can.
+	if _, err := other.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-C", Customer: goodCustomer}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := other.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-B", Customer: goodCustomer, OperationID: "shared-op"})
 	if !errors.Is(err, ErrParamsMismatch) {
 		t.Fatalf("want ErrParamsMismatch for a replay of another order, got %v", err)
 	}
-	if f.successful("sale") != 1 {
+	if f.successful("sale") != 2 {
 		t.Fatalf("%d sales", f.successful("sale"))
 	}
 }

@@ -103,6 +103,13 @@ var (
 	// ErrOperationTooOld: the operation is older than the client's
 	// MaxOperationAge, so it is settled but not resent (SAFETY rule 6).
 	ErrOperationTooOld = errors.New("pagpolar: operation too old to send again")
+
+	// ErrForeignRecord: the store holds, under this client's record ID, a
+	// record this SDK did not write for this credential and operation (a
+	// key that is neither this operation's derived key nor one of its
+	// random keys, a claim in another form). Nothing is sent or settled
+	// on it; the error names the record and what was found.
+	ErrForeignRecord = errors.New("pagpolar: record not written by this SDK for this credential")
 )
 
 // APIError is a non-2xx answer from the API. Its text fields are scrubbed

@@ -1,7 +1,10 @@
 package pagpolar
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,9 +50,52 @@ var keyNamespace = uuid.MustParse("5d0c6f0e-9a43-4b7e-8f5e-2b7f3f6f0a11")
 // store).
 func (c *Client) idempotencyKey(opID string) string {
 	if c.randomKeys {
-		return uuid.NewString()
+		return c.randomKey(opID)
 	}
+	return c.derivedKey(opID)
+}
+
+func (c *Client) derivedKey(opID string) string {
 	return uuid.NewSHA1(keyNamespace, []byte(c.credentialID+"\x00"+opID)).String()
+}
+
+// randomKey is a UUIDv4 whose first half is random and whose second half
+// is a tag of the credential, the operation and that random half: unique
+// like any random key, and still checkable (isRandomKey) as this
+// credential's key for this operation, so that WithRandomKeys does not
+// lose the ownership check (ownsRecord).
+func (c *Client) randomKey(opID string) string {
+	var u uuid.UUID
+	if _, err := rand.Read(u[:8]); err != nil {
+		panic("pagpolar: crypto/rand: " + err.Error()) // crypto/rand.Read does not fail on supported platforms
+	}
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	tag := c.keyTag(opID, u[:8])
+	copy(u[8:], tag[:8])
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u.String()
+}
+
+// isRandomKey reports whether key is a randomKey of opID under this
+// credential.
+func (c *Client) isRandomKey(key, opID string) bool {
+	u, err := uuid.Parse(key)
+	if err != nil || u.Version() != 4 || key != u.String() {
+		return false
+	}
+	tag := c.keyTag(opID, u[:8])
+	tag[0] = tag[0]&0x3f | 0x80
+	return bytes.Equal(u[8:], tag[:8])
+}
+
+func (c *Client) keyTag(opID string, random []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(keyNamespace[:])
+	h.Write([]byte(c.credentialID + "\x00" + opID + "\x00"))
+	h.Write(random)
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // opSpec is one call's operation.
@@ -141,18 +187,6 @@ func (c *Client) run(ctx context.Context, s *opSpec) (res *settled, err error) {
 		e.meta.TrustAfter = now.Add(p.trustDelay() + p.AttemptTimeout)
 	}
 	rec.Meta = e.encodeMeta()
-	if legacy := c.legacyStoreID(s.id); legacy != "" {
-		// A record an earlier version wrote under the unescaped ID. A read
-		// that fails is no proof there is none: no store, no send.
-		old, err := c.store.Get(ctx, legacy)
-		switch {
-		case err == nil && c.ownsRecord(keystoreRecordKey{old.Key}, s.id):
-			return e.existing(ctx, old)
-		case err != nil && !errors.Is(err, keystore.ErrNotFound):
-			return nil, &OperationError{OperationID: s.id, Key: rec.Key,
-				Err: fmt.Errorf("%w: reading the operation's record under its earlier ID; nothing was sent: %w", ErrStoreUnavailable, err)}
-		}
-	}
 	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
 	switch {
 	case err == nil:
@@ -164,6 +198,9 @@ func (c *Client) run(ctx context.Context, s *opSpec) (res *settled, err error) {
 		}
 		return e.sendLoop(ctx, false)
 	case errors.Is(err, keystore.ErrExists):
+		if !c.ownsRecord(created, s.id) {
+			return nil, &OperationError{OperationID: s.id, Key: rec.Key, State: "foreign", Err: fmt.Errorf("%w; nothing was sent", foreignRecord(created))}
+		}
 		return e.existing(ctx, created)
 	}
 	return nil, e.createFailed(ctx, rec, err)

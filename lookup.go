@@ -56,7 +56,8 @@ type lookupOutcome struct {
 	kind   lookupKind
 	effect effect   // succeeded / failed: the effect
 	ref    string   // its ID ("" when the API gave none)
-	refs   []string // unclear: the effects it could not attribute
+	refs   []string // unclear: the effects it could not attribute, as labels for messages
+	seen   []string // unclear: their identifiers, which the record remembers (opMeta.Unclear)
 	reason string
 }
 
@@ -80,7 +81,12 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 		claimed: claimed, shapes: &c.shapes,
 	}
 	if m.FloorOK && !c.srvClock.off() {
-		f.floor = m.exclusionFloor()
+		// FloorOK is what the writer knew; whether the floor still holds
+		// is re-checked on this process's own reading of the API's clock.
+		ceiling, ok := c.srvClock.ceiling(c.clock.Now())
+		if floorHolds(m.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
+			f.floor = m.exclusionFloor()
+		}
 	}
 	if len(m.Snapshot) > 0 {
 		f.snapshot = make(map[string]bool, len(m.Snapshot))
@@ -118,7 +124,8 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 	if err != nil {
 		return lookupOutcome{}, err
 	}
-	effs := readEffects(effectOf(kind), items)
+	effs := readEffects(effectOf(kind), wire.AnswerList, items)
+	c.learnFromList(kind, m, effs)
 	claimed, err := c.claimedByOthers(ctx, kind, effs, m, opID)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -130,6 +137,7 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 // lists them, else its current offer.
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
 	sent := c.clock.Now()
+	floor, floorOK := c.srvClock.dateFloor(sent)
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -137,14 +145,18 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 	if why, cached := servedByCache(r.header, sent, m.TrustAfter); cached {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
-	sub, err := readEffect(effSubscription, r.body)
+	if why, stale := staleByDate(r.header, floor, floorOK, sent, m.TrustAfter); stale {
+		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
+	}
+	sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
 	if err != nil {
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + " answered a body the SDK cannot read: " + err.Error()}, nil
 	}
 	if sub.planChangesSt != wire.Read {
 		return subscriptionState(sub, c.facts(kindPlanChange, m, nil)), nil
 	}
-	effs := readEffects(effPlanChange, sub.planChanges)
+	effs := readEffects(effPlanChange, wire.AnswerGet, sub.planChanges)
+	c.learnFromList(kindPlanChange, m, effs)
 	claimed, err := c.claimedByOthers(ctx, kindPlanChange, effs, m, opID)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -199,16 +211,42 @@ func subscriptionState(sub effect, f opFacts) lookupOutcome {
 
 // readEffects reads a list's items; an item that is not an object is kept
 // as an effect without an identifier, which attribution finds unclear.
-func readEffects(kind effectKind, items []json.RawMessage) []effect {
+func readEffects(kind effectKind, answer wire.Answer, items []json.RawMessage) []effect {
 	out := make([]effect, 0, len(items))
 	for _, it := range items {
-		e, err := readEffect(kind, it)
+		e, err := readEffect(kind, answer, it)
 		if err != nil {
-			e = effect{kind: kind}
+			e = effect{kind: kind, answer: answer}
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// learnFromList teaches what effects read by a filter carry (shapes.go):
+// the filter's own field (every item of GET /refunds?sale_identifier=X
+// was asked to be of sale X, every plan change of GET /subscriptions/{id}
+// of that subscription, every sale of GET /sales?external_reference=R
+// under R), and every field of an effect this client met before as its
+// own.
+func (c *Client) learnFromList(kind string, m opMeta, effs []effect) {
+	for _, e := range effs {
+		switch kind {
+		case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
+			if e.refSt == wire.Read {
+				c.shapes.learnEcho(e.answer, e.kind, wire.FRef, e.refName, e.Ref, m.ExternalReference)
+			}
+		case kindRefund:
+			if e.saleSt == wire.Read {
+				c.shapes.learnEcho(e.answer, e.kind, wire.FSale, e.saleName, e.SaleID, m.SaleID)
+			}
+		case kindPlanChange:
+			if e.subSt == wire.Read {
+				c.shapes.learnEcho(e.answer, e.kind, wire.FSubscription, e.subName, e.SubID, m.SubscriptionID)
+			}
+		}
+	}
+	c.shapes.learnFromOwn(effs)
 }
 
 // snapshot records the effects that exist before the first send, so that a
@@ -237,7 +275,7 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 		if why, cached := servedByCache(r.header, c.clock.Now(), time.Time{}); cached {
 			return fmt.Errorf("pagpolar: GET %s: %s", subscriptionPath(m.SubscriptionID), why)
 		}
-		sub, err := readEffect(effSubscription, r.body)
+		sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
 		if err != nil {
 			return fmt.Errorf("pagpolar: GET %s: %w", subscriptionPath(m.SubscriptionID), err)
 		}
@@ -255,7 +293,13 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 		return err
 	}
 	ids := make([]string, 0, len(items))
-	for _, e := range readEffects(effectOf(kind), items) {
+	answer := wire.AnswerList
+	if kind == kindPlanChange {
+		answer = wire.AnswerGet
+	}
+	effs := readEffects(effectOf(kind), answer, items)
+	c.learnFromList(kind, *m, effs)
+	for _, e := range effs {
 		if e.idSt != wire.Read {
 			complete = false // an effect the snapshot cannot name
 			continue
@@ -283,11 +327,15 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 		}
 		seenURL[u.String()] = true
 		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
+		floor, floorOK := c.srvClock.dateFloor(sent)
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
 			return nil, false, "", err
 		}
 		if why, cached := servedByCache(r.header, sent, notBefore); cached {
+			return items, false, why, nil
+		}
+		if why, stale := staleByDate(r.header, floor, floorOK, sent, notBefore); stale {
 			return items, false, why, nil
 		}
 		page, err := wire.ParseList(r.body, r.header)
@@ -383,6 +431,41 @@ func servedByCache(h http.Header, now, notBefore time.Time) (string, bool) {
 	return "the answer was served by a cache (Age: " + oneLine(v) + "), not read from the API after the moment a lookup needs", true
 }
 
+// staleByDate reports whether an answer is older than the moment it must
+// postdate, by its own Date, whether or not a cache said so with Age (a
+// micro-cache that ignores no-cache and sends no Age passes the answer's
+// Date on). floor is a lower bound of the API's clock at client time sent
+// (ok false without one: then nothing is concluded); the answer must have
+// been made after notBefore (zero: after sent, for a snapshot). On the
+// API's clock that moment is at least floor − (sent − notBefore); a Date
+// (whole seconds) more than a second before it is a stored copy. No
+// tolerance is added: floor is a lower bound, so a clock that misleads it
+// (a step back, a host behind) can only make a fresh answer look stale,
+// which costs a later lookup, never a false "not found". A pure function
+// of its arguments.
+func staleByDate(h http.Header, floor time.Time, ok bool, sent, notBefore time.Time) (string, bool) {
+	if !ok {
+		return "", false
+	}
+	d, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		return "", false
+	}
+	must := floor
+	switch {
+	case notBefore.IsZero():
+	case sent.Before(notBefore):
+		return "", false // before the trust moment a not-found counts for nothing anyway
+	default:
+		must = floor.Add(-sent.Sub(notBefore))
+	}
+	if d.Add(time.Second).Before(must) {
+		return fmt.Sprintf("the answer's Date (%s) is older than the moment the list must postdate (the API's clock at least %s): a stored copy, not the list as it is now",
+			d.UTC().Format(time.RFC3339), must.UTC().Format(time.RFC3339)), true
+	}
+	return "", false
+}
+
 func itemID(raw json.RawMessage) string {
 	o, err := wire.ParseObject(raw)
 	if err != nil {
@@ -401,6 +484,14 @@ func subscriptionPath(id string) string {
 // (validation refuses spaces).
 func claimOpID(kind, effectID string) string { return "claim " + kind + " " + effectID }
 
+// claimKey is the Key of the claim record on effectID: derived like an
+// operation's key, so that a claim this SDK did not write for this
+// credential (another form, another credential's) is recognised and
+// refused rather than read.
+func (c *Client) claimKey(kind, effectID string) string {
+	return c.derivedKey(claimOpID(kind, effectID))
+}
+
 // claimedByOthers returns the IDs among effs (not in the snapshot) that the
 // store records as another operation's result.
 func (c *Client) claimedByOthers(ctx context.Context, kind string, effs []effect, m opMeta, self string) (map[string]bool, error) {
@@ -417,6 +508,8 @@ func (c *Client) claimedByOthers(ctx context.Context, kind string, effs []effect
 		case errors.Is(err, keystore.ErrNotFound):
 		case err != nil:
 			return nil, fmt.Errorf("pagpolar: reading the claim on %s: %w: %w", e.ID, ErrStoreUnavailable, err)
+		case rec.Kind != kindClaim || rec.Key != c.claimKey(kind, e.ID):
+			return nil, fmt.Errorf("pagpolar: the claim on %s: %w", e.ID, foreignRecord(rec))
 		case rec.ResultRef != self:
 			out[e.ID] = true
 		}
@@ -430,7 +523,7 @@ func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string
 	if !claims(kind) || effectID == "" {
 		return "", nil
 	}
-	rec := keystore.Record{OperationID: c.storeID(claimOpID(kind, effectID)), Key: "-", Kind: kindClaim,
+	rec := keystore.Record{OperationID: c.storeID(claimOpID(kind, effectID)), Key: c.claimKey(kind, effectID), Kind: kindClaim,
 		State: keystore.StateSucceeded, ResultRef: self}
 	// Like the outcome it precedes, the claim outlives the caller's
 	// cancellation (bounded).
@@ -442,12 +535,50 @@ func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string
 		_ = c.store.Release(ctx, got.OperationID, got.LeaseToken)
 		return "", nil
 	case errors.Is(err, keystore.ErrExists):
+		if got.Kind != kindClaim || got.Key != rec.Key {
+			return "", fmt.Errorf("pagpolar: the claim on %s: %w", effectID, foreignRecord(got))
+		}
 		if got.ResultRef != self {
 			return got.ResultRef, nil
 		}
 		return "", nil
+	case errors.Is(err, keystore.ErrAmnesia):
+		return c.claimWithoutRecord(ctx, kind, effectID, self)
 	}
 	return "", err
+}
+
+// claimWithoutRecord settles a claim while the store refuses new records
+// after a detected loss (SAFETY rule 13), so that what survived can still
+// be settled: settling must never need what the amnesia guard refuses. The
+// claim record guards against another operation taking the effect; here
+// that is checked on what the store holds instead. Operations created
+// after the effect snapshot it (it is in their snapshot), unsettled
+// survivors that could own it were checked by contested, and a settled one
+// that took it shows it as its result: the store's records of this
+// credential are scanned for one (bounded: more than the bound proves
+// nothing, and the error leaves the operation unsettled).
+func (c *Client) claimWithoutRecord(ctx context.Context, kind, effectID, self string) (string, error) {
+	const limit = 10000
+	prefix := c.storeID("")
+	recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StateSucceeded}, Prefix: prefix, Limit: limit})
+	if err != nil {
+		return "", fmt.Errorf("pagpolar: the store refuses the claim on %s (amnesia), and its settled operations cannot be listed: %w: %w", effectID, ErrStoreUnavailable, err)
+	}
+	if len(recs) >= limit {
+		return "", fmt.Errorf("pagpolar: the store refuses the claim on %s (amnesia), and holds too many settled operations to check them: %w", effectID, ErrStoreUnavailable)
+	}
+	for _, r := range recs {
+		op := strings.TrimPrefix(r.OperationID, prefix)
+		switch {
+		case r.Kind == kindClaim && op == claimOpID(kind, effectID) && r.ResultRef != self:
+			return r.ResultRef, nil
+		case r.Kind == kind && r.ResultRef == effectID && op != self:
+			return op, nil
+		}
+	}
+	c.log.WarnContext(ctx, "pagpolar: the store refuses new records (amnesia): the effect is settled without its claim record, after checking the store's settled operations", "op", self, "effect", effectID)
+	return "", nil
 }
 
 func containsString(list []string, s string) bool {

@@ -19,7 +19,7 @@ import (
 // the status tables the lookup uses).
 func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled, error) {
 	c := e.c
-	eff, err := readEffect(effectOf(e.s.kind), r.body)
+	eff, err := readEffect(effectOf(e.s.kind), wire.AnswerPost, r.body)
 	if err == nil && e.s.kind == kindPlanChange && isSubscriptionAnswer(eff, r.body, e.meta.SubscriptionID) {
 		return e.planChangeAnsweredWithSubscription(ctx, r, src)
 	}
@@ -77,8 +77,9 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 	return e.settle(ctx, true, true)
 }
 
-// learnFrom teaches the client this API's spellings from a fresh answer to
-// its own request (shapes.go).
+// learnFrom teaches the client this API's spellings and field names from
+// a fresh answer to its own request (shapes.go), and remembers the effect
+// as its own.
 func (c *Client) learnFrom(kind string, m opMeta, eff effect) {
 	switch kind {
 	case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
@@ -86,26 +87,42 @@ func (c *Client) learnFrom(kind string, m opMeta, eff effect) {
 			c.shapes.learnMethod(eff.Method, m.Method)
 		}
 	}
-	if eff.offerSt == wire.Read {
-		c.shapes.learnOffer(eff.Offer, m.OfferID)
+	o := sentOf(kind, m)
+	c.shapes.learnEffect(eff, o)
+	if eff.idSt == wire.Read {
+		c.shapes.rememberOwn(eff.ID, o)
 	}
 	if eff.createdSt != wire.Read {
 		c.shapes.learnNoTimes()
 	}
 }
 
+// sentOf is what an operation sent, as its effects may carry it.
+func sentOf(kind string, m opMeta) ownEffect {
+	o := ownEffect{kind: effectOf(kind), offer: m.OfferID}
+	switch kind {
+	case kindPix, kindBoleto, kindCreditCard, kindSubscribe:
+		o.ref, o.method = m.ExternalReference, m.Method
+	case kindRefund:
+		o.saleID, o.offer = m.SaleID, ""
+	case kindPlanChange:
+		o.subID = m.SubscriptionID
+	}
+	return o
+}
+
 // planChangeAnsweredWithSubscription reads a plan change's 2xx answer that
 // is the subscription rather than a plan change: the change is ours when
 // the subscription lists it, or shows the new offer.
 func (e *exec) planChangeAnsweredWithSubscription(ctx context.Context, r *response, src Source) (*settled, error) {
-	sub, _ := readEffect(effSubscription, r.body)
+	sub, _ := readEffect(effSubscription, wire.AnswerPost, r.body)
 	f := e.c.facts(kindPlanChange, e.meta, nil)
 	var lo lookupOutcome
 	if sub.planChangesSt == wire.Read {
-		claimed, err := e.c.claimedByOthers(ctx, kindPlanChange, readEffects(effPlanChange, sub.planChanges), e.meta, e.s.id)
+		claimed, err := e.c.claimedByOthers(ctx, kindPlanChange, readEffects(effPlanChange, wire.AnswerPost, sub.planChanges), e.meta, e.s.id)
 		if err == nil {
 			f.claimed = claimed
-			lo = settleFound(readEffects(effPlanChange, sub.planChanges), f, true, "", nil)
+			lo = settleFound(readEffects(effPlanChange, wire.AnswerPost, sub.planChanges), f, true, "", nil)
 		} else {
 			lo = lookupOutcome{kind: lookupUnclear, reason: err.Error()}
 		}
@@ -133,7 +150,7 @@ func (e *exec) planChangeAnsweredWithSubscription(ctx context.Context, r *respon
 		return e.succeed(ctx, effect{kind: effPlanChange, SubID: sub.ID, Offer: e.meta.OfferID, FromOffer: from, decided: DecisionScheduled}, src)
 	}
 	e.meta.Saw2xx = true
-	e.meta.noteUnclear(lo.refs)
+	e.meta.noteUnclear(lo.seen)
 	e.rec.State, e.rec.Error = keystore.StateUnknown, "unverifiable 2xx: "+oneLine(lo.reason)
 	if serr := e.save(ctx); serr != nil {
 		return nil, e.unknownErr(serr.Error(), serr)

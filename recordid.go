@@ -1,7 +1,10 @@
 package pagpolar
 
 import (
+	"fmt"
 	"strings"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // RecordID is the key store's ID of an operation: the credential ID,
@@ -9,10 +12,9 @@ import (
 // ("acme/eu" is written "acme%2Feu", "%" as "%25"), a slash, and the
 // operation ID as given. Stores keep operations of many credentials; a
 // client lists and settles only the IDs under RecordID(its credential, "").
-//
-// Records written before this escaping existed are named credentialID +
-// "/" + operationID; they differ from RecordID only for credentials that
-// contain "/" or "%", and the client still finds them (see legacyStoreID).
+// It is the only form the SDK reads or writes: a record under one of a
+// client's IDs whose key does not prove it this credential's operation
+// (ownsKey) is refused with ErrForeignRecord, never read as another form.
 func RecordID(credentialID, operationID string) string {
 	return escapeCredential(credentialID) + "/" + operationID
 }
@@ -69,22 +71,18 @@ func (e strErr) Error() string { return string(e) }
 // storeID is this client's record ID of an operation.
 func (c *Client) storeID(opID string) string { return RecordID(c.credentialID, opID) }
 
-// legacyStoreID is the ID an earlier version wrote for opID, when it
-// differs from storeID ("" otherwise).
-func (c *Client) legacyStoreID(opID string) string {
-	if escapeCredential(c.credentialID) == c.credentialID {
-		return ""
-	}
-	return c.credentialID + "/" + opID
+// ownsRecord reports whether a record under this client's ID of opID is
+// this credential's operation opID: its key is the operation's derived key
+// or one of the random keys this SDK makes for it (randomKey). Both forms
+// are checked in either mode, so a client never settles a record its key
+// does not tie to this credential and operation.
+func (c *Client) ownsRecord(rec keystore.Record, opID string) bool {
+	return rec.Key == c.derivedKey(opID) || c.isRandomKey(rec.Key, opID)
 }
 
-// ownsRecord reports whether a record listed under one of this client's
-// prefixes is this credential's operation opID: a record of another
-// credential whose (unescaped, older) ID happens to share the prefix
-// carries another derived key. With random keys that cannot be checked.
-func (c *Client) ownsRecord(rec keystoreRecordKey, opID string) bool {
-	return c.randomKeys || rec.Key == c.idempotencyKey(opID)
+// foreignRecord is the error for a record ownsRecord refuses.
+func foreignRecord(rec keystore.Record) error {
+	return fmt.Errorf("%w: record %q (kind %q) carries key %q, which is not this credential's key for the operation: "+
+		"another credential's record, or a form this SDK does not write; it is left as it is",
+		ErrForeignRecord, rec.OperationID, rec.Kind, rec.Key)
 }
-
-// keystoreRecordKey is the part of a record ownsRecord reads.
-type keystoreRecordKey struct{ Key string }

@@ -42,16 +42,14 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 	}
 	sid := c.storeID(opID)
 	rec, err := c.store.Get(ctx, sid)
-	if legacy := c.legacyStoreID(opID); legacy != "" && errors.Is(err, keystore.ErrNotFound) {
-		if old, lerr := c.store.Get(ctx, legacy); lerr == nil && c.ownsRecord(keystoreRecordKey{old.Key}, opID) {
-			sid, rec, err = legacy, old, nil
-		}
-	}
 	if err != nil {
 		if errors.Is(err, keystore.ErrNotFound) {
 			return nil, fmt.Errorf("pagpolar: operation %q: %w", opID, ErrNotFound)
 		}
 		return nil, fmt.Errorf("pagpolar: operation %q: %w: %w", opID, ErrStoreUnavailable, err)
+	}
+	if !c.ownsRecord(rec, opID) {
+		return nil, fmt.Errorf("pagpolar: operation %q: %w", opID, foreignRecord(rec))
 	}
 	if rec.State.Settled() {
 		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Decision: recordDecision(rec), Attempts: rec.Attempts}, nil
@@ -121,60 +119,61 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 // own lease, so never two workers on one operation; every lookup within the
 // client's retry budget), and is safe to run while other processes work on
 // the same store. Only this credential's records are touched: IDs are
-// matched exactly (RecordID), and a record of another credential that an
-// earlier version named ambiguously is recognised by its key and skipped.
+// matched exactly (RecordID, the one form the SDK writes), and a record
+// under this credential's prefix whose key does not prove it this
+// credential's operation (another credential's, or a form this SDK does
+// not write) is not settled: it is reported with an ErrForeignRecord Err.
 func (c *Client) ResumeAll(ctx context.Context) ([]ResumeResult, error) {
-	prefixes := []string{c.storeID("")}
-	if legacy := c.legacyStoreID(""); legacy != "" {
-		prefixes = append(prefixes, legacy)
-	}
+	prefix := c.storeID("")
 	seen := map[string]bool{}
 	var (
 		mu  sync.Mutex
 		out []ResumeResult
 	)
-	for _, prefix := range prefixes {
-		for {
-			recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: 500})
-			if err != nil {
-				return out, fmt.Errorf("pagpolar: listing unfinished operations: %w: %w", ErrStoreUnavailable, err)
+	for {
+		recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: 500})
+		if err != nil {
+			return out, fmt.Errorf("pagpolar: listing unfinished operations: %w: %w", ErrStoreUnavailable, err)
+		}
+		var batch []keystore.Record
+		for _, r := range recs {
+			if seen[r.OperationID] {
+				continue
 			}
-			var batch []keystore.Record
-			for _, r := range recs {
-				opID := strings.TrimPrefix(r.OperationID, prefix)
-				if seen[r.OperationID] || !c.ownsRecord(keystoreRecordKey{r.Key}, opID) {
-					continue
-				}
-				seen[r.OperationID] = true
-				batch = append(batch, r)
+			seen[r.OperationID] = true
+			opID := strings.TrimPrefix(r.OperationID, prefix)
+			if !c.ownsRecord(r, opID) {
+				out = append(out, ResumeResult{OperationID: opID, Key: r.Key, State: r.State, Attempts: r.Attempts, Err: foreignRecord(r)})
+				continue
 			}
-			sem := make(chan struct{}, c.policy.ResumeConcurrency)
-			var wg sync.WaitGroup
-			for _, r := range batch {
-				if ctx.Err() != nil {
-					break
-				}
-				opID := strings.TrimPrefix(r.OperationID, prefix)
-				sem <- struct{}{}
-				wg.Go(func() {
-					defer func() { <-sem }()
-					res, err := c.resume(ctx, opID, false)
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						out = append(out, ResumeResult{OperationID: opID, Key: r.Key, State: r.State, Attempts: r.Attempts, Err: err})
-						return
-					}
-					out = append(out, *res)
-				})
-			}
-			wg.Wait()
-			if err := ctx.Err(); err != nil {
-				return out, err
-			}
-			if len(batch) == 0 || len(recs) < 500 {
+			batch = append(batch, r)
+		}
+		sem := make(chan struct{}, c.policy.ResumeConcurrency)
+		var wg sync.WaitGroup
+		for _, r := range batch {
+			if ctx.Err() != nil {
 				break
 			}
+			opID := strings.TrimPrefix(r.OperationID, prefix)
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				res, err := c.resume(ctx, opID, false)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					out = append(out, ResumeResult{OperationID: opID, Key: r.Key, State: r.State, Attempts: r.Attempts, Err: err})
+					return
+				}
+				out = append(out, *res)
+			})
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		if len(batch) == 0 || len(recs) < 500 {
+			break
 		}
 	}
 	return out, nil

@@ -38,6 +38,10 @@ type serverClock struct {
 	// writes its own Date, or creation times in a mislabelled zone, would
 	// otherwise exclude the operation's own effect.
 	validated bool
+	// hiDate, hiAt: the Date (and client time read) giving the highest
+	// lower bound of the API's clock of every answer, kept or not: what
+	// dateFloor tells stored copies by.
+	hiDate, hiAt time.Time
 }
 
 type clockSample struct {
@@ -74,6 +78,9 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.hiAt.IsZero() || d.After(s.hiDate.Add(now.Sub(s.hiAt))) {
+		s.hiDate, s.hiAt = d, now
+	}
 	c, ok := s.ceilingLocked(now)
 	if !ok {
 		// No recent sample: the estimator starts afresh, and what
@@ -82,7 +89,10 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 		// stepped ones). Validation is earned again by check.
 		s.validated = false
 	}
-	if f, fok := s.floorLocked(now); fok && d.Add(time.Second+tol).Before(f) {
+	if f, fok := s.lowerLocked(now); fok && d.Add(time.Second+tol).Before(f) {
+		// (Checked once switched off too: a Date behind what earlier
+		// answers proved is a stored copy's or a stepped clock's, and kept
+		// it would drag the bound dateFloor gives back with it.)
 		// The clock writing Date stepped back past what earlier answers
 		// proved: the floor is now ahead of the API's clock and would
 		// exclude the operation's own effect. Off for good — operations
@@ -134,6 +144,30 @@ func (s *serverClock) floorLocked(now time.Time) (time.Time, bool) {
 	if s.disabled {
 		return time.Time{}, false
 	}
+	return s.lowerLocked(now)
+}
+
+// dateFloor is the lower bound of the API's clock that tells a stored copy
+// by its Date (staleByDate): the highest any answer's Date gives, whether
+// the estimator kept it or not, and kept when the estimator is switched
+// off. It only ever withdraws trust: a copy's old Date must not drag it
+// back (which a median of the samples, or a first sample that is itself a
+// copy, would), and a Date from a clock far ahead only makes fresh answers
+// look stale, which costs a later lookup, never a false "not found".
+func (s *serverClock) dateFloor(now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hiAt.IsZero() {
+		return time.Time{}, false
+	}
+	el := now.Sub(s.hiAt)
+	if el < 0 || el > serverClockMaxAge {
+		return time.Time{}, false
+	}
+	return s.hiDate.Add(el - time.Duration(float64(el)*serverClockDrift)), true
+}
+
+func (s *serverClock) lowerLocked(now time.Time) (time.Time, bool) {
 	var bounds [sampleCount]time.Time
 	n := 0
 	for i := range s.n {
@@ -239,4 +273,36 @@ func (s *serverClock) check(created time.Time, res time.Duration, floor, ceiling
 		s.validated = true
 	}
 	return false
+}
+
+// exclusionMargin is how far before a floor an effect's creation time must
+// lie for the time rule to exclude it: more than every error the estimator
+// cannot detect. A step of the API's clock smaller than the step
+// threshold (Date's whole second plus tol, observe) goes unnoticed, and so
+// does a second API host whose clock is behind the first by as much; tol
+// covers the rest (SAFETY rule 12).
+func exclusionMargin(tol time.Duration) time.Duration {
+	undetected := time.Second + tol
+	return tol + 2*undetected
+}
+
+// excludedByTime reports whether an effect created at created (precision
+// res) was created before a first send whose floor (server clock) is
+// floor, beyond everything the SDK cannot detect. A pure function.
+func excludedByTime(created time.Time, res time.Duration, floor time.Time, tol time.Duration) bool {
+	return created.Add(res + exclusionMargin(tol)).Before(floor)
+}
+
+// floorHolds is the re-check of a recorded floor by the process that reads
+// it: its own reading of the API's clock now (ceiling, an upper bound; ok
+// false without a recent answer) must be at or past the floor, less what
+// the estimator cannot detect — a clock stepped back since the floor was
+// recorded (in another process, or before a restart) leaves the floor
+// ahead of the API's clock, and it would exclude the operation's own
+// effect. Without a reading the floor excludes nothing. A pure function.
+func floorHolds(floor, ceiling time.Time, ok bool, tol time.Duration) bool {
+	if floor.IsZero() || !ok {
+		return false
+	}
+	return !ceiling.Add(time.Second + tol).Before(floor)
 }

@@ -53,3 +53,50 @@ func TestServerClock_StepOutlastingTheSamples(t *testing.T) {
 		t.Fatalf("after the earlier samples aged out the stepped floor %v is marked usable", f)
 	}
 }
+
+// TestExcludedByTime_MarginCoversWhatTheDetectorMisses: an effect made
+// during a step back the detector cannot see (under 1 s + tolerance), or
+// on a second host behind the first by as much, is never excluded.
+func TestExcludedByTime_MarginCoversWhatTheDetectorMisses(t *testing.T) {
+	floor := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	tol := 2 * time.Second
+	for _, c := range []struct {
+		name    string
+		before  time.Duration
+		res     time.Duration
+		exclude bool
+	}{
+		{"a 2.9 s step back, under the step threshold", 2900 * time.Millisecond, time.Microsecond, false},
+		{"a step back at the threshold, on a host behind by as much", 6 * time.Second, time.Microsecond, false},
+		{"just inside the margin, in whole seconds", 8 * time.Second, time.Second, false},
+		{"well before the floor", 30 * time.Second, time.Microsecond, true},
+		{"after the floor", -time.Second, time.Microsecond, false},
+	} {
+		if got := excludedByTime(floor.Add(-c.before), c.res, floor, tol); got != c.exclude {
+			t.Errorf("%s: excluded %v, want %v", c.name, got, c.exclude)
+		}
+	}
+}
+
+// TestFloorHolds_ReCheckedByTheReader: a floor recorded as valid holds for
+// a reader only while its own reading of the API's clock is not behind it.
+func TestFloorHolds_ReCheckedByTheReader(t *testing.T) {
+	floor := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
+	tol := 2 * time.Second
+	for _, c := range []struct {
+		name    string
+		ceiling time.Time
+		ok      bool
+		want    bool
+	}{
+		{"the API's clock now past the floor", floor.Add(time.Minute), true, true},
+		{"within the detector's blind spot", floor.Add(-2 * time.Second), true, true},
+		{"stepped back an hour since", floor.Add(-time.Hour), true, false},
+		{"stepped back past the threshold", floor.Add(-4 * time.Second), true, false},
+		{"no reading of the API's clock", time.Time{}, false, false},
+	} {
+		if got := floorHolds(floor, c.ceiling, c.ok, tol); got != c.want {
+			t.Errorf("%s: holds %v, want %v", c.name, got, c.want)
+		}
+	}
+}

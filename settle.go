@@ -84,7 +84,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 				// A refusal is final only once our own request must have
 				// ended: until then a success of ours may still appear.
 			case lookupUnclear:
-				e.meta.noteUnclear(lo.refs) // what was seen outlives this call
+				e.meta.noteUnclear(lo.seen) // what was seen outlives this call
 				ref := ""
 				if len(lo.refs) > 0 {
 					ref = lo.refs[0]

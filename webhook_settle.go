@@ -64,10 +64,10 @@ func (c *Client) SettleFromWebhook(ctx context.Context, body []byte) ([]ResumeRe
 	sub, hasSub := dataObj.Get("subscription")
 	switch {
 	case hasTx && len(tx) > 0 && string(tx) != "null":
-		eff, err = readEffect(effSale, tx)
+		eff, err = readEffect(effSale, wire.AnswerWebhook, tx)
 		kinds = []string{kindPix, kindBoleto, kindCreditCard}
 	case hasSub && len(sub) > 0 && string(sub) != "null":
-		eff, err = readEffect(effSubscription, sub)
+		eff, err = readEffect(effSubscription, wire.AnswerWebhook, sub)
 		kinds = []string{kindSubscribe}
 	default:
 		return nil, nil
@@ -75,6 +75,7 @@ func (c *Client) SettleFromWebhook(ctx context.Context, body []byte) ([]ResumeRe
 	if err != nil || eff.refSt != wire.Read || eff.idSt != wire.Read {
 		return nil, nil // no reference or identifier: nothing this can be matched on
 	}
+	c.shapes.learnFromOwn([]effect{eff})
 	cands, err := c.unsettledByReference(ctx, kinds, eff.Ref)
 	if err != nil {
 		return nil, err
@@ -114,27 +115,22 @@ type candidate struct {
 // operations of the given kinds under an external reference.
 func (c *Client) unsettledByReference(ctx context.Context, kinds []string, ref string) ([]candidate, error) {
 	const limit = 1000
-	prefixes := []string{c.storeID("")}
-	if legacy := c.legacyStoreID(""); legacy != "" {
-		prefixes = append(prefixes, legacy)
-	}
+	prefix := c.storeID("")
 	var out []candidate
-	for _, prefix := range prefixes {
-		recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: limit})
-		if err != nil {
-			return nil, fmt.Errorf("pagpolar: listing unsettled operations: %w: %w", ErrStoreUnavailable, err)
+	recs, err := c.store.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending, keystore.StateUnknown}, Prefix: prefix, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("pagpolar: listing unsettled operations: %w: %w", ErrStoreUnavailable, err)
+	}
+	if len(recs) >= limit {
+		c.log.Warn("pagpolar: more than a thousand unsettled operations; a webhook event may not reach every one it could settle", "listed", len(recs))
+	}
+	for _, r := range recs {
+		if !containsString(kinds, r.Kind) || !c.ownsRecord(r, strings.TrimPrefix(r.OperationID, prefix)) {
+			continue
 		}
-		if len(recs) >= limit {
-			c.log.Warn("pagpolar: more than a thousand unsettled operations; a webhook event may not reach every one it could settle", "listed", len(recs))
-		}
-		for _, r := range recs {
-			if !containsString(kinds, r.Kind) || !c.ownsRecord(keystoreRecordKey{r.Key}, strings.TrimPrefix(r.OperationID, prefix)) {
-				continue
-			}
-			var m opMeta
-			if json.Unmarshal(r.Meta, &m) == nil && m.ExternalReference == ref {
-				out = append(out, candidate{rec: r, opID: strings.TrimPrefix(r.OperationID, prefix)})
-			}
+		var m opMeta
+		if json.Unmarshal(r.Meta, &m) == nil && m.ExternalReference == ref {
+			out = append(out, candidate{rec: r, opID: strings.TrimPrefix(r.OperationID, prefix)})
 		}
 	}
 	return out, nil

@@ -83,6 +83,7 @@ var defs = []def{
 	{id: "header.retry-after", assumed: wire.HeaderRetryAfter + " (seconds) on 429/503", optional: true},
 	{id: "header.request-id", assumed: wire.HeaderRequestID + " on every answer"},
 	{id: "header.date", assumed: "a Date header on every answer (the API's clock, servertime.go)", paths: chargePaths},
+	{id: "list.current", assumed: "list answers are read from the API, not a stored copy (their Date is not older than an earlier answer's)", paths: lookupPaths},
 
 	{id: "request.pix", assumed: "the PIX body {offer_identifier, external_reference, customer} is accepted", documented: true, paths: []string{"pix/lost-answer"}},
 	{id: "request.boleto", assumed: "the boleto body (the PIX body, due_date optional) is accepted", paths: []string{"boleto/lost-answer"}},
@@ -140,7 +141,7 @@ var defs = []def{
 	{id: "subscription.amount", assumed: "subscription.amount (integer centavos)"},
 	{id: "subscription.next_billing_at", assumed: "subscription.next_billing_at (string)"},
 	{id: "subscription.created_at", assumed: "subscription.created_at (RFC 3339, UTC, sub-second)", paths: subPaths},
-	{id: "subscription.plan_changes", assumed: "subscription.plan_changes (array of plan changes)", paths: []string{"plan-change/lost-answer"}},
+	{id: "subscription.plan_changes", assumed: "subscription.plan_changes (array of plan changes)", paths: []string{"plan-change/lost-answer", "subscribe/lost-answer"}},
 
 	{id: "plan-change.answer", assumed: "POST /subscriptions/{id}/plan-change answers a plan change", paths: []string{"plan-change/answer", "plan-change/replay"}},
 	{id: "plan_change.id", assumed: "plan_change.id (string)", paths: pcPaths},
@@ -223,6 +224,7 @@ func (r *runner) observe() *observer {
 	}
 	r.observeRequests(o, xs)
 	observeOneEffect(o, xs)
+	var latest time.Time // the latest Date of the answers so far
 	for _, x := range xs {
 		if x.status == 0 {
 			continue
@@ -230,6 +232,7 @@ func (r *runner) observe() *observer {
 		name, kind := routeOf(x)
 		where := name + " (" + x.step + ")"
 		r.observeHeaders(o, x, where)
+		latest = observeCurrent(o, x, latest, where)
 		ok2xx := x.status >= 200 && x.status < 300
 		if !ok2xx {
 			r.observeError(o, x, kind, where)
@@ -425,6 +428,31 @@ func (r *runner) sentAmount(step string) int64 {
 		return n
 	}
 	return -1
+}
+
+// observeCurrent reports a list answer whose Date is older than an
+// earlier answer's by more than Date's whole second (a cache's stored
+// copy, Age or not), and returns the latest Date seen.
+func observeCurrent(o *observer, x exchange, latest time.Time, where string) time.Time {
+	list := x.method == http.MethodGet && x.status >= 200 && x.status < 300 && (x.query.Has("external_reference") || x.query.Has("sale_identifier"))
+	d, err := http.ParseTime(x.header.Get("Date"))
+	if err != nil {
+		if list {
+			o.add("list.current", Absent, "no Date header to tell a stored copy by", where)
+		}
+		return latest
+	}
+	if list {
+		if !latest.IsZero() && d.Add(2*time.Second).Before(latest) {
+			o.add("list.current", Differs, "Date "+x.header.Get("Date")+" after an answer of "+latest.Format(http.TimeFormat), where)
+		} else {
+			o.add("list.current", Confirmed, "", where)
+		}
+	}
+	if d.After(latest) {
+		return d
+	}
+	return latest
 }
 
 func (r *runner) observeHeaders(o *observer, x exchange, where string) {

@@ -57,7 +57,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(wire.HeaderRequestID, x.log.RequestID)
 	// The Date header comes from the server's Clock, the clock its
 	// created_at stamps come from (net/http would use the real time).
-	w.Header().Set("Date", x.log.At.UTC().Format(http.TimeFormat))
+	w.Header().Set("Date", s.apiClock(x.log.At).UTC().Format(http.TimeFormat))
 	if s.has(ShapeNoDate) {
 		w.Header()["Date"] = nil // net/http then sends none
 	}
@@ -329,6 +329,15 @@ func (x *exchange) serveRead(rt route) {
 			}
 		}
 	}
+	if c, ok := s.cachedListAnswer(x.cred, x.r, x.log.At); ok && isListRoute(rt.name) {
+		// The micro-cache's copy, with the Date it was made at and no Age.
+		x.w.Header().Set("Date", c.date)
+		if c.link != "" {
+			x.w.Header().Set("Link", c.link)
+		}
+		x.respond(c.status, "application/json", c.body)
+		return
+	}
 	q := x.r.URL.Query()
 	required := func(name string) (string, bool) {
 		v := q.Get(name)
@@ -379,7 +388,9 @@ func (x *exchange) serveRead(rt route) {
 	case res.status < 200 || res.status > 299:
 		x.respond(res.status, "application/json", s.reshapeError(res.body))
 	case list:
-		x.respond(res.status, "application/json", s.renderList(kind, res.body, x.r, x.w.Header()))
+		body := s.renderList(kind, res.body, x.r, x.w.Header())
+		s.storeListAnswer(x.cred, x.r, x.log.At, res.status, x.w.Header(), body)
+		x.respond(res.status, "application/json", body)
 	default:
 		x.respond(res.status, "application/json", s.render(kind, res.body))
 	}

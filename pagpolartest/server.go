@@ -57,6 +57,8 @@ type Server struct {
 	started     bool
 	srv         *http.Server
 	serveDone   chan struct{}
+	born        time.Time             // the Clock when the server was made (ShapeDateStepBack)
+	listCache   map[string]cachedList // ShapeCacheNoAge's micro-cache, by credential and URL
 
 	handlers  sync.WaitGroup // running handlers; Add only while !closed (under mu)
 	closeOnce sync.Once
@@ -108,6 +110,7 @@ func NewUnstartedServer(opts ...Option) *Server {
 		rng:      mathrand.New(mathrand.NewSource(cfg.seed)),
 		waitCh:   make(chan struct{}),
 	}
+	s.born = s.Clock.Now()
 	for _, o := range defaultOffers {
 		s.offers[o.ID] = o
 	}

@@ -70,6 +70,31 @@ const (
 	ShapeFieldID Shape = "field-id"
 	// ShapeNoDate sends no Date header.
 	ShapeNoDate Shape = "no-date"
+	// ShapeSaleFKID gives sales their numeric primary key as "id" beside
+	// "identifier", names a refund's sale in list items by that key
+	// ("sale_id": 5012) instead of "sale_identifier", and a plan change's
+	// subscription in GET /subscriptions/{id} by the subscription's
+	// numeric key ("subscription_id": 77).
+	ShapeSaleFKID Shape = "sale-fk-id"
+	// ShapeListOfferID names the offer in list items by its numeric key
+	// ("offer_id": 3), while POST answers echo "offer_identifier".
+	ShapeListOfferID Shape = "list-offer-id"
+	// ShapeSparseItems leaves payment_method and offer_identifier out of
+	// list items.
+	ShapeSparseItems Shape = "sparse-items"
+	// ShapeDateStepBack runs the API's clock (its Date headers and the
+	// created_at it stamps) an hour ahead for the first processing window
+	// of the server's life, then steps it back.
+	ShapeDateStepBack Shape = "date-step-back"
+	// ShapeCacheNoAge serves list answers through a micro-cache that
+	// ignores no-cache and sends no Age: a list URL's first answer is
+	// served again, with its own Date, for two processing windows plus
+	// ten seconds.
+	ShapeCacheNoAge Shape = "cache-no-age"
+	// ShapeUpgradedBeforeRetry shows subscriptions in list items on the
+	// other plan (plan-basic as plan-pro and back) without their plan
+	// changes, as if the customer changed plan right after subscribing.
+	ShapeUpgradedBeforeRetry Shape = "upgraded-before-retry"
 )
 
 // AllShapes lists every shape but ShapeToday, in a stable order.
@@ -81,6 +106,7 @@ func AllShapes() []Shape {
 		ShapePagedCursor, ShapePagedLink, ShapePagedPages,
 		ShapeTimeZone, ShapeTimeSeconds, ShapeTimeMissing,
 		ShapeAmountReais, ShapeSubscriptionSparse, ShapeFieldID, ShapeNoDate,
+		ShapeSaleFKID, ShapeListOfferID, ShapeSparseItems, ShapeDateStepBack, ShapeCacheNoAge, ShapeUpgradedBeforeRetry,
 	}
 }
 
@@ -145,11 +171,11 @@ func (s *Server) render(kind bodyKind, body []byte) []byte {
 	if json.Unmarshal(body, &v) != nil {
 		return body
 	}
-	s.renderObject(kind, v)
+	s.renderObject(kind, v, false)
 	return mustJSON(v)
 }
 
-func (s *Server) renderObject(kind bodyKind, v map[string]any) {
+func (s *Server) renderObject(kind bodyKind, v map[string]any, listItem bool) {
 	switch kind {
 	case bodySale:
 		v["payment_method"] = s.methodSpelling(v["payment_method"])
@@ -166,7 +192,8 @@ func (s *Server) renderObject(kind bodyKind, v map[string]any) {
 		if pcs, ok := v["plan_changes"].([]any); ok {
 			for _, pc := range pcs {
 				if m, ok := pc.(map[string]any); ok {
-					s.renderObject(bodyPlanChange, m)
+					s.renderObject(bodyPlanChange, m, false)
+					s.renderNestedPlanChange(m)
 				}
 			}
 		}
@@ -178,6 +205,7 @@ func (s *Server) renderObject(kind bodyKind, v map[string]any) {
 			delete(v, "payment_method")
 		}
 	}
+	s.renderFields(kind, v, listItem)
 	s.renderTime(v, "created_at")
 	if s.has(ShapeFieldID) {
 		if id, ok := v["identifier"]; ok {
@@ -225,6 +253,7 @@ func (s *Server) renderTime(v map[string]any, key string) {
 	if err != nil {
 		return
 	}
+	t = s.apiClock(t)
 	if s.has(ShapeTimeZone) {
 		t = t.In(time.FixedZone("BRT", -3*3600))
 	} else {
@@ -250,7 +279,7 @@ func (s *Server) renderList(kind bodyKind, body []byte, r *http.Request, h http.
 		return body
 	}
 	for _, item := range list.Data {
-		s.renderObject(kind, item)
+		s.renderObject(kind, item, true)
 	}
 	out := map[string]any{}
 	items := list.Data

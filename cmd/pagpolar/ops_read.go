@@ -71,8 +71,7 @@ func opsList(ctx context.Context, o *opsFlags, ids []string, out *opsOutput, std
 
 // recordIDCandidates returns the store IDs arg may name, most likely
 // first: arg as listed (<credential>/<operation>), and with cred the
-// operation ID arg under that credential (also as an earlier version
-// wrote it, unescaped).
+// operation ID arg under that credential.
 func recordIDCandidates(arg, cred string) []string {
 	var out []string
 	add := func(id string) {
@@ -86,7 +85,6 @@ func recordIDCandidates(arg, cred string) []string {
 	}
 	if cred != "" {
 		add(pagpolar.RecordID(cred, arg))
-		add(cred + "/" + arg) // legacy: the credential unescaped
 	}
 	if listed {
 		add(arg)

@@ -102,7 +102,14 @@ func isNull(v json.RawMessage) bool {
 // send identifiers as numbers). An alias holding an object is skipped, so
 // that "offer" as an object falls through to "offer.identifier".
 func (o Object) Str(names []string) (string, FieldState) {
-	state := Absent
+	s, _, st := o.StrNamed(names)
+	return s, st
+}
+
+// StrNamed is Str, also returning the name the value was read under (the
+// name that made it Unreadable, when it is).
+func (o Object) StrNamed(names []string) (value, name string, st FieldState) {
+	state, at := Absent, ""
 	for _, n := range names {
 		v, ok := o.path(n)
 		if !ok || isNull(v) {
@@ -114,15 +121,17 @@ func (o Object) Str(names []string) (string, FieldState) {
 			if s == "" {
 				continue
 			}
-			return s, Read
+			return s, n, Read
 		case Unreadable:
 			if b := bytes.TrimSpace(v); len(b) > 0 && b[0] == '{' {
 				continue // an object: a dotted alias may read inside it
 			}
-			state = Unreadable
+			if state != Unreadable {
+				state, at = Unreadable, n
+			}
 		}
 	}
-	return "", state
+	return "", at, state
 }
 
 func scalarString(v json.RawMessage) (string, FieldState) {
