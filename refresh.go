@@ -153,7 +153,7 @@ func (c *Client) recordedDecision(ctx context.Context, opID string) (keystore.Re
 		return rec, nil, fmt.Errorf("pagpolar: operation %q: %w", opID, ErrNotFound)
 	case err != nil:
 		return rec, nil, fmt.Errorf("pagpolar: operation %q: %w: %w", opID, ErrStoreUnavailable, err)
-	case !c.ownsRecord(keystoreRecordKey{rec.Key}, opID):
+	case !c.ownsRecord(rec, opID):
 		return rec, nil, fmt.Errorf("pagpolar: operation %q: %w (the record is another credential's)", opID, ErrNotFound)
 	}
 	switch rec.State {
@@ -229,7 +229,7 @@ func (c *Client) readDecision(ctx context.Context, rec keystore.Record) (effect,
 func planChangeIn(sub effect, id, offer string) (effect, error) {
 	if sub.planChangesSt == wire.Read && id != "" {
 		for _, raw := range sub.planChanges {
-			if pc, err := readEffect(effPlanChange, raw); err == nil && pc.idSt == wire.Read && pc.ID == id {
+			if pc, err := readEffect(effPlanChange, wire.AnswerGet, raw); err == nil && pc.idSt == wire.Read && pc.ID == id {
 				return pc, nil
 			}
 		}

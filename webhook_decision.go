@@ -85,7 +85,7 @@ func (c *Client) decisionsFromEvent(ctx context.Context, eff effect) (out []Resu
 			return out, held, gerr
 		}
 		if rec.State != keystore.StateSucceeded || !containsString(kinds, rec.Kind) ||
-			!c.ownsRecord(keystoreRecordKey{rec.Key}, opID) || decisionOfRecord(rec.Result).ID != eff.ID {
+			!c.ownsRecord(rec, opID) || decisionOfRecord(rec.Result).ID != eff.ID {
 			continue
 		}
 		rep, aerr := c.applyDecision(ctx, opID, rec, eff, SourceWebhook)
