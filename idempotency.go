@@ -84,6 +84,10 @@ type exec struct {
 	// storedTerminal: the record as last written is terminal.
 	storedTerminal bool
 
+	// historyChecked: the lookup that precedes a first send while the
+	// store's history is unproven found nothing, conclusively (unproven.go).
+	historyChecked bool
+
 	// storeBase is the key store's clock when the lease was last obtained
 	// or extended (its LeaseExpiresAt less the TTL), read at client time
 	// storeAt: the store's clock now is storeBase + (now - storeAt).
@@ -119,7 +123,8 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	// as "about to be sent" at once (one write before the send; a crash
 	// before the send leaves an ambiguous-looking record that a lookup
 	// settles). Otherwise a snapshot comes first.
-	snapFirst := e.wantsSnapshot()
+	_, unproven := c.unprovenHistory(ctx)
+	snapFirst := unproven || e.wantsSnapshot() // unproven: a lookup precedes the send (firstSend)
 	if !snapFirst {
 		floor, usable := c.srvClock.usableFloor(now)
 		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
@@ -255,6 +260,9 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 // gets one attempt: it only makes a later lookup sharper, and even its
 // failed answer usually places the send on the API's clock.
 func (e *exec) firstSend(ctx context.Context) (*settled, error) {
+	if res, err, done := e.lookBeforeFirstSend(ctx); done {
+		return res, err
+	}
 	e.rec.FirstSentAt = time.Time{}
 	if e.wantsSnapshot() {
 		required := needsSnapshot(e.s.kind)
