@@ -31,7 +31,9 @@ func TestHistory_NewProcessAfterRestartWithoutPersistenceChargesNothingTwice(t *
 	admin, proc := startRedis(t, "--appendonly", "no")
 	addr := admin.Options().Addr
 	r := storetest.HistoryLossRun(t, 20,
-		func(t *testing.T) keystore.Store { return privateStore(t, addr, DeclaredNew("test: a new private Redis")) },
+		func(t *testing.T) keystore.Store {
+			return privateStore(t, addr, DeclaredNew("test: a new private Redis"))
+		},
 		func(t *testing.T) {
 			restartRedis(t, proc)
 			waitFor(t, "the restarted Redis", func() bool { return admin.Ping(context.Background()).Err() == nil })
@@ -46,7 +48,9 @@ func TestHistory_NewProcessAfterFlushAllChargesNothingTwice(t *testing.T) {
 	admin, _ := startRedis(t)
 	addr := admin.Options().Addr
 	r := storetest.HistoryLossRun(t, 20,
-		func(t *testing.T) keystore.Store { return privateStore(t, addr, DeclaredNew("test: a new private Redis")) },
+		func(t *testing.T) keystore.Store {
+			return privateStore(t, addr, DeclaredNew("test: a new private Redis"))
+		},
 		func(t *testing.T) {
 			if err := admin.FlushAll(context.Background()).Err(); err != nil {
 				t.Fatal(err)
