@@ -152,7 +152,7 @@ func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
 	case err == nil:
 		e.rec, e.leaseAt = created, now
 		e.noteLease(created)
-		defer e.release()
+		defer e.release(ctx)
 		if snapFirst {
 			return e.firstSend(ctx)
 		}
@@ -193,7 +193,7 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 		return &OperationError{OperationID: e.s.id, Key: rec.Key, State: "not recorded",
 			Err: fmt.Errorf("%w: the store lost records it had acknowledged, so this operation may have been sent before; nothing was sent (run pagpolar ops recover): %w", ErrStoreUnavailable, err)}
 	}
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	gctx, cancel := c.graceCtx(ctx, 5*time.Second)
 	defer cancel()
 	got, gerr := c.store.Get(gctx, rec.OperationID)
 	switch {
@@ -228,7 +228,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 	if rekey {
 		e.rec.Fingerprint = s.fp // re-fingerprinted under the current secret at the next write
 	}
-	defer e.release()
+	defer e.release(ctx)
 	if res, err, ok := e.applyUnrecorded(ctx); ok {
 		return res, err
 	}
@@ -309,8 +309,9 @@ func (e *exec) opErr(err error) error {
 }
 
 // save writes the record with the lease token it holds (fencing). The
-// write outlives the caller's cancellation (bounded by 10 s): an answer that
-// arrived must be recorded even if the caller stopped waiting for it.
+// write outlives the caller's cancellation (bounded by 10 s, and by the
+// caller's end plus DeadlineGrace: deadline.go): an answer that arrived
+// must be recorded even if the caller stopped waiting for it.
 func (e *exec) save(ctx context.Context) error {
 	if e.rec.Error != "" {
 		// The last filter: whatever a reason quotes (a status the API
@@ -323,7 +324,7 @@ func (e *exec) save(ctx context.Context) error {
 	} else {
 		e.rec.Meta = e.encodeMeta()
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	sctx, cancel := e.c.graceCtx(ctx, 10*time.Second)
 	defer cancel()
 	got, err := e.c.store.Update(sctx, e.rec)
 	if err != nil {

@@ -79,7 +79,10 @@ func TestHistory_SQLiteDeletedFileIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.db")
 	var first *sqlstore.Store
 	r := storetest.HistoryLossRun(t, 20,
-		func(t *testing.T) keystore.Store { first = openAt(t, path, sqlstore.DeclaredNew("test: a new file")); return first },
+		func(t *testing.T) keystore.Store {
+			first = openAt(t, path, sqlstore.DeclaredNew("test: a new file"))
+			return first
+		},
 		func(t *testing.T) { _ = first.Close(); removeDB(t, path) },
 		func(t *testing.T) keystore.Store { return openAt(t, path) })
 	storetest.CheckHistoryLoss(t, r, false)
@@ -94,7 +97,10 @@ func TestHistory_SQLiteDeletedFileAndSidecarIsUnproven(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ops.db")
 	var first *sqlstore.Store
 	r := storetest.HistoryLossRun(t, 20,
-		func(t *testing.T) keystore.Store { first = openAt(t, path, sqlstore.DeclaredNew("test: a new file")); return first },
+		func(t *testing.T) keystore.Store {
+			first = openAt(t, path, sqlstore.DeclaredNew("test: a new file"))
+			return first
+		},
 		func(t *testing.T) { _ = first.Close(); removeDB(t, path); _ = os.Remove(path + "-pagpolar") },
 		func(t *testing.T) keystore.Store { return openAt(t, path) })
 	storetest.CheckHistoryLoss(t, r, true)

@@ -132,3 +132,15 @@ func CheckHistoryLoss(t *testing.T, r HistoryLoss, wantLookups bool) {
 		t.Errorf("%d lookups before first sends on a proven store, want 0", r.Lookups)
 	}
 }
+
+// DeclareNew declares a store a test just created new (keystore.HistoryProver),
+// so that its first sends are not looked up first: what such a test proves
+// is not about a lost history.
+func DeclareNew(tb testing.TB, s keystore.Store) {
+	tb.Helper()
+	if hp, ok := s.(keystore.HistoryProver); ok {
+		if err := hp.DeclareNew(context.Background(), "test: a store the test just created"); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
