@@ -16,7 +16,8 @@ import (
 // What the copy cannot carry is a file beside it. Every write batch bumps a
 // generation counter in the marker (its attempts column) inside the
 // batch's transaction, and once the batch has committed the Store writes
-// the epoch and generation to <path>-pagpolar (no fsync: after a power
+// the epoch and generation to <path>-pagpolar (<path>-pagpolar-<table> for
+// a table other than the default) (no fsync: after a power
 // loss the file beside may be older than the database, never newer, so it
 // can miss a restore but never invent one). A Store that opens the
 // database checks the marker against it:
@@ -44,7 +45,14 @@ type sidecar struct {
 	gen   int64
 }
 
-func sidecarPath(dbPath string) string { return dbPath + "-pagpolar" }
+// sidecarPath names the file beside the database for one table (each
+// table has its own marker).
+func sidecarPath(dbPath, table string) string {
+	if table == DefaultTable {
+		return dbPath + "-pagpolar"
+	}
+	return dbPath + "-pagpolar-" + table
+}
 
 // read returns what the file beside holds; ok false when there is none (or
 // it cannot be parsed: a torn write proves nothing).

@@ -19,6 +19,10 @@
 //	                        that lets a Redis without an append-only file be used
 //	async_commit=1          postgres: sqlstore.AllowAsyncCommit, the opt-out that lets a
 //	                        session with synchronous_commit off be used
+//	declared_new=NOTE       sqlite, postgres, redis, redis+cluster: sqlstore.DeclaredNew or
+//	                        redisstore.DeclaredNew: a store found empty and initialised
+//	                        now is declared new (its history proven) with NOTE; for the
+//	                        first deployment only (see keystore.HistoryProver)
 //
 // Without the opt-outs, a Redis that keeps no append-only file and a
 // PostgreSQL session with synchronous_commit off are refused (SAFETY rule
@@ -163,6 +167,8 @@ func openSQLite(ctx context.Context, rest string) (keystore.Store, func() error,
 		switch key {
 		case "table":
 			opts = append(opts, sqlstore.WithTable(v))
+		case "declared_new":
+			opts = append(opts, sqlstore.DeclaredNew(v))
 		case "busy_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -170,7 +176,7 @@ func openSQLite(ctx context.Context, rest string) (keystore.Store, func() error,
 			}
 			opts = append(opts, sqlstore.WithBusyTimeout(d))
 		default:
-			return nil, nil, fmt.Errorf("%w: sqlite: unknown parameter %q (known: table, busy_timeout)", ErrBadURL, key)
+			return nil, nil, fmt.Errorf("%w: sqlite: unknown parameter %q (known: table, busy_timeout, declared_new)", ErrBadURL, key)
 		}
 	}
 	s, err := sqlstore.OpenSQLite(path, opts...)
@@ -199,6 +205,11 @@ func openPostgres(ctx context.Context, rawURL string) (keystore.Store, func() er
 	}
 	if async {
 		opts = append(opts, sqlstore.AllowAsyncCommit())
+	}
+	if note, ok, err := takeParam(u, "declared_new"); err != nil {
+		return nil, nil, err
+	} else if ok {
+		opts = append(opts, sqlstore.DeclaredNew(note))
 	}
 	s, err := sqlstore.OpenPostgres(u.String(), opts...)
 	if err != nil {
@@ -258,6 +269,11 @@ func redisOptions(u *url.URL) ([]redisstore.Option, error) {
 	}
 	if volatile {
 		opts = append(opts, redisstore.AllowVolatile())
+	}
+	if note, ok, err := takeParam(u, "declared_new"); err != nil {
+		return nil, err
+	} else if ok {
+		opts = append(opts, redisstore.DeclaredNew(note))
 	}
 	wait, hasWait, err := takeParam(u, "wait")
 	if err != nil {
