@@ -105,6 +105,7 @@ var opsStores storeOpener = interimOpener{}
 // only its own (opsCommand.flags).
 type opsFlags struct {
 	store     string
+	declare   string // ops init -declare
 	json      bool
 	states    string
 	olderThan time.Duration
@@ -204,6 +205,7 @@ var opsCommands = []opsCommand{
 		run: opsReap,
 	},
 	recoverCommand,
+	initCommand,
 }
 
 func findOpsCommand(name string) *opsCommand {
