@@ -16,6 +16,7 @@ import (
 	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/keystore/redisstore"
 	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
+	"github.com/pagpolar/pagpolar-go/keystore/storetest"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
@@ -96,6 +97,7 @@ func BenchmarkChargeStore(b *testing.B) {
 		for _, st := range stores {
 			b.Run(fmt.Sprintf("%s/p%d", st.name, par), func(b *testing.B) {
 				store := st.open(b)
+				storetest.DeclareNew(b, store)
 				srv := pagpolartest.NewServer(b)
 				c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(srv.Token), pagpolar.WithBaseURL(srv.URL),
 					pagpolar.WithHTTPClient(benchTransport()), pagpolar.WithStore(store))

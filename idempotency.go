@@ -134,6 +134,10 @@ type exec struct {
 	storedTerminal bool
 	undecided      bool
 
+	// historyChecked: the lookup that precedes a first send while the
+	// store's history is unproven found nothing, conclusively (unproven.go).
+	historyChecked bool
+
 	// storeBase is the key store's clock when the lease was last obtained
 	// or extended (its LeaseExpiresAt less the TTL), read at client time
 	// storeAt: the store's clock now is storeBase + (now - storeAt).
@@ -176,7 +180,8 @@ func (c *Client) run(ctx context.Context, s *opSpec) (res *settled, err error) {
 	// as "about to be sent" at once (one write before the send; a crash
 	// before the send leaves an ambiguous-looking record that a lookup
 	// settles). Otherwise a snapshot comes first.
-	snapFirst := e.wantsSnapshot()
+	_, unproven := c.unprovenHistory(ctx)
+	snapFirst := unproven || e.wantsSnapshot() // unproven: a lookup precedes the send (firstSend)
 	if !snapFirst {
 		floor, usable := c.srvClock.usableFloor(now)
 		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
@@ -192,7 +197,7 @@ func (c *Client) run(ctx context.Context, s *opSpec) (res *settled, err error) {
 	case err == nil:
 		e.rec, e.leaseAt = created, now
 		e.noteLease(created)
-		defer e.release()
+		defer e.release(ctx)
 		if snapFirst {
 			return e.firstSend(ctx)
 		}
@@ -236,7 +241,7 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 		return &OperationError{OperationID: e.s.id, Key: rec.Key,
 			Err: fmt.Errorf("%w: the store lost records it had acknowledged, so this operation may have been sent before; nothing was sent (run pagpolar ops recover): %w", ErrStoreUnavailable, err)}
 	}
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	gctx, cancel := c.graceCtx(ctx, 5*time.Second)
 	defer cancel()
 	got, gerr := c.store.Get(gctx, rec.OperationID)
 	switch {
@@ -271,7 +276,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 	if rekey {
 		e.rec.Fingerprint = s.fp // re-fingerprinted under the current secret at the next write
 	}
-	defer e.release()
+	defer e.release(ctx)
 	if res, err, ok := e.applyUnrecorded(ctx); ok {
 		return res, err
 	}
@@ -303,6 +308,9 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 // gets one attempt: it only makes a later lookup sharper, and even its
 // failed answer usually places the send on the API's clock.
 func (e *exec) firstSend(ctx context.Context) (*settled, error) {
+	if res, err, done := e.lookBeforeFirstSend(ctx); done {
+		return res, err
+	}
 	e.rec.FirstSentAt = time.Time{}
 	if e.wantsSnapshot() {
 		required := needsSnapshot(e.s.kind)
@@ -349,8 +357,9 @@ func (e *exec) opErr(err error) error {
 }
 
 // save writes the record with the lease token it holds (fencing). The
-// write outlives the caller's cancellation (bounded by 10 s): an answer that
-// arrived must be recorded even if the caller stopped waiting for it.
+// write outlives the caller's cancellation (bounded by 10 s, and by the
+// caller's end plus DeadlineGrace: deadline.go): an answer that arrived
+// must be recorded even if the caller stopped waiting for it.
 func (e *exec) save(ctx context.Context) error {
 	if e.rec.Error != "" {
 		// The last filter: whatever a reason quotes (a status the API
@@ -363,7 +372,7 @@ func (e *exec) save(ctx context.Context) error {
 	} else {
 		e.rec.Meta = e.encodeMeta()
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	sctx, cancel := e.c.graceCtx(ctx, 10*time.Second)
 	defer cancel()
 	got, err := e.c.store.Update(sctx, e.rec)
 	if err != nil {

@@ -18,11 +18,13 @@ import (
 // terminal state needs no release: a worker waiting on it reads the outcome
 // from the record even while the lease is held, so the write is saved. (An
 // outcome that could not be stored leaves the lease to be released.)
-func (e *exec) release() {
+func (e *exec) release(ctx context.Context) {
 	if (e.storedTerminal && !e.undecided) || e.rec.LeaseToken == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Bounded by the caller's end plus DeadlineGrace (deadline.go): a
+	// lease not given back expires by itself.
+	ctx, cancel := e.c.graceCtx(ctx, 5*time.Second)
 	defer cancel()
 	_ = e.c.store.Release(ctx, e.rec.OperationID, e.rec.LeaseToken)
 }

@@ -526,8 +526,8 @@ func (c *Client) claim(ctx context.Context, kind, effectID, self string) (string
 	rec := keystore.Record{OperationID: c.storeID(claimOpID(kind, effectID)), Key: c.claimKey(kind, effectID), Kind: kindClaim,
 		State: keystore.StateSucceeded, ResultRef: self}
 	// Like the outcome it precedes, the claim outlives the caller's
-	// cancellation (bounded).
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// cancellation (bounded: deadline.go).
+	ctx, cancel := c.graceCtx(ctx, 10*time.Second)
 	defer cancel()
 	got, err := c.store.Create(ctx, rec, c.owner, c.policy.LeaseTTL)
 	switch {

@@ -289,9 +289,13 @@ func (e *exec) apiFailed(ctx context.Context, apiErr *APIError) error {
 // of this client answers it instead of looking up and resending).
 func (e *exec) saveOutcome(ctx context.Context) error {
 	var err error
+	// Every try and pause ends by the caller's end plus one grace
+	// (deadline.go): the whole series, not each try.
+	gctx, cancel := e.c.graceCtx(ctx, 15*time.Second)
+	defer cancel()
 	for i, pause := range []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond, time.Second} {
 		if i > 0 {
-			if serr := sleep(context.WithoutCancel(ctx), e.c.clock, pause); serr != nil {
+			if serr := sleep(gctx, e.c.clock, pause); serr != nil {
 				break
 			}
 		}

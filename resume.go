@@ -64,7 +64,7 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 	}
 	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}, owner: owner, leaseAt: c.clock.Now()}
 	e.noteLease(rec)
-	defer e.release()
+	defer e.release(ctx)
 	if rec.State.Settled() { // settled between Get and Acquire
 		return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Ref: rec.ResultRef, Decision: recordDecision(rec), Attempts: rec.Attempts}, nil
 	}

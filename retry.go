@@ -83,6 +83,14 @@ type RetryPolicy struct {
 	// ResumeConcurrency is how many operations ResumeAll settles at once
 	// (each under its own lease). Default 32.
 	ResumeConcurrency int
+
+	// DeadlineGrace is how long a call may outlast its context (deadline
+	// or cancellation) to write down what it learned: the answer the API
+	// gave, the claim on an effect, the lease given back. The whole call
+	// returns by the context's end plus DeadlineGrace, whatever the store
+	// does; an outcome not written by then is left for the next call to
+	// settle by lookup. Default 1 s (DefaultDeadlineGrace).
+	DeadlineGrace time.Duration
 }
 
 // DefaultRetryPolicy is used for every zero field of a client's policy.
@@ -179,6 +187,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	}
 	if p.ResumeConcurrency <= 0 {
 		p.ResumeConcurrency = d.ResumeConcurrency
+	}
+	if p.DeadlineGrace <= 0 {
+		p.DeadlineGrace = DefaultDeadlineGrace
 	}
 	return p
 }

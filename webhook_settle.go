@@ -153,7 +153,7 @@ func (c *Client) settleOneFromEffect(ctx context.Context, cand candidate, eff ef
 	}
 	e := &exec{c: c, rec: rec, s: &opSpec{kind: rec.Kind, id: opID}, owner: owner, leaseAt: c.clock.Now()}
 	e.noteLease(rec)
-	defer e.release()
+	defer e.release(ctx)
 	if rec.State.Settled() || rec.Attempts == 0 {
 		// Settled meanwhile, or never sent (a cold charge whose snapshot
 		// failed): an event about an effect under its reference cannot be

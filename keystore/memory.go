@@ -22,8 +22,9 @@ type Memory struct {
 }
 
 var (
-	_ Store        = (*Memory)(nil)
-	_ AmnesiaGuard = (*Memory)(nil)
+	_ Store         = (*Memory)(nil)
+	_ AmnesiaGuard  = (*Memory)(nil)
+	_ HistoryProver = (*Memory)(nil)
 )
 
 type systemClock struct{}

@@ -27,6 +27,10 @@ type memAmnesia struct {
 	reapedBefore time.Time
 	lost         *LostPart
 	accepted     *AcceptedLoss
+	// unproven: since when the history is unproven (zero: proven); set by
+	// AcceptLoss and Unprove, cleared by DeclareNew.
+	unproven time.Time
+	declared string
 }
 
 func newEpoch() string {
@@ -122,5 +126,44 @@ func (m *Memory) AcceptLoss(ctx context.Context, note string) error {
 	m.amn.lastID, m.amn.lastCreated = "", time.Time{}
 	m.amn.lost = nil
 	m.amn.accepted = &AcceptedLoss{Part: memPart, Note: note, At: m.clock.Now()}
+	// The records lost may belong to operations that were sent: until an
+	// operator declares otherwise, each first send is looked up first.
+	m.amn.unproven, m.amn.declared = m.amn.accepted.At, ""
+	return nil
+}
+
+// Unprove makes the store report an unproven history from now on (for
+// tests: as a durable store opened by a new process on a backend that
+// lost everything looks).
+func (m *Memory) Unprove() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.amn.unproven, m.amn.declared = m.clock.Now(), ""
+}
+
+// History implements HistoryProver. A new Memory is proven: it is its own
+// backend and cannot have held anything before it existed.
+func (m *Memory) History(ctx context.Context) (History, error) {
+	if err := checkCtx(ctx); err != nil {
+		return History{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := UnprovenHistory(m.amn.unproven, m.clock.Now(), "the store lost records (accepted loss) or was opened unproven")
+	h.Declared = m.amn.declared
+	return h, nil
+}
+
+// DeclareNew implements HistoryProver.
+func (m *Memory) DeclareNew(ctx context.Context, note string) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if strings.TrimSpace(note) == "" {
+		return errors.New("keystore: declare new: note: empty (say who declared the store new and why)")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.amn.unproven, m.amn.declared = time.Time{}, note
 	return nil
 }

@@ -170,7 +170,7 @@ func scenarioStoreURL(given string) (u string, cleanup func(), err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("temporary directory for the SQLite store: %w", err)
 	}
-	return "sqlite:" + filepath.Join(dir, "keys.db"), func() { _ = os.RemoveAll(dir) }, nil
+	return "sqlite:" + filepath.Join(dir, "keys.db") + "?declared_new=" + url.QueryEscape("pagpolar: a temporary file created for this run"), func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // redactURL drops the password of a store URL for printing.

@@ -241,7 +241,7 @@ func TestDemoWebhooksSettleUnknowns(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := runDemo(context.Background(), []string{"-orders", "200", "-concurrency", "32", "-fault-rate", "0.5", "-seed", "3",
-		"-no-subscription-lookup", "-store", "sqlite:" + dir + "/keys.db", "-json"}, &out, &errb)
+		"-no-subscription-lookup", "-store", "sqlite:" + dir + "/keys.db?declared_new=test", "-json"}, &out, &errb)
 	var rep report.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("exit %d, report not JSON: %v\n%s\n%s", code, err, out.String(), errb.String())

@@ -72,6 +72,7 @@ const (
 // only its own (opsCommand.flags).
 type opsFlags struct {
 	store     string
+	declare   string // ops init -declare
 	json      bool
 	states    string
 	olderThan time.Duration
@@ -177,6 +178,7 @@ var opsCommands = []opsCommand{
 		run: opsReap,
 	},
 	recoverCommand,
+	initCommand,
 }
 
 func findOpsCommand(name string) *opsCommand {

@@ -62,7 +62,7 @@ func run(ctx context.Context, out io.Writer, dbPath, ref string) error {
 	// First "process": the charge is sent, then the process dies before the
 	// answer is stored (a hook stands in for kill -9 so the example can go on).
 	err = func() (err error) {
-		store, err := sqlstore.OpenSQLite(dbPath)
+		store, err := sqlstore.OpenSQLite(dbPath, sqlstore.DeclaredNew("example: the first run of this program on a new database file"))
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func run(ctx context.Context, out io.Writer, dbPath, ref string) error {
 	// the SDK looks the sale up before it would ever send again. (A real
 	// kill -9 would leave the first process's lease to expire first,
 	// RetryPolicy.LeaseTTL; the simulated crash released it on the way out.)
-	store, err := sqlstore.OpenSQLite(dbPath)
+	store, err := sqlstore.OpenSQLite(dbPath, sqlstore.DeclaredNew("example: the first run of this program on a new database file"))
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func run(ctx context.Context, out io.Writer, dbPath, ref string) error {
 	defer closeAPI()
 	// The key store: a SQLite file (here in a temporary directory; in
 	// production a path that survives restarts, or PostgreSQL, Redis).
-	store, err := sqlstore.OpenSQLite(dbPath)
+	store, err := sqlstore.OpenSQLite(dbPath, sqlstore.DeclaredNew("example: the first run of this program on a new database file"))
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func TestChargeSettledByItsEvent(t *testing.T) {
 	api.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultHold, Delay: 10 * time.Minute})
 
 	cfg := exampleConfig(t)
-	keys, closeKeys, err := storeurl.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "keys.db"))
+	keys, closeKeys, err := storeurl.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "keys.db")+"?declared_new=test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -192,7 +193,7 @@ func (c *config) fromEnv() error {
 				return err
 			}
 			c.closers = append(c.closers, func() { _ = os.RemoveAll(dir) })
-			keysURL = "sqlite:" + filepath.Join(dir, "keys.db")
+			keysURL = "sqlite:" + filepath.Join(dir, "keys.db") + "?declared_new=" + url.QueryEscape("example: a temporary file created for this run")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

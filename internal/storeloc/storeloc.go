@@ -34,10 +34,10 @@ const (
 // The store's own parameters, by scheme; the rest of a query goes to the
 // driver (SQLite has no driver parameters: anything else is refused).
 var ownParams = map[string][]string{
-	SQLite:   {"table", "busy_timeout"},
-	Postgres: {"table", "async_commit"},
-	Redis:    {"prefix", "volatile", "wait", "wait_timeout"},
-	Cluster:  {"prefix", "volatile", "wait", "wait_timeout"},
+	SQLite:   {"table", "busy_timeout", "declared_new"},
+	Postgres: {"table", "async_commit", "declared_new"},
+	Redis:    {"prefix", "volatile", "wait", "wait_timeout", "declared_new"},
+	Cluster:  {"prefix", "volatile", "wait", "wait_timeout", "declared_new"},
 }
 
 // Location is what a store URL names.
@@ -182,7 +182,7 @@ func parseSQLite(rest string) (Location, error) {
 	l := Location{Scheme: SQLite, Name: "sqlite:" + path, Path: path, params: map[string]string{}}
 	for key, vals := range q {
 		if !contains(ownParams[SQLite], key) {
-			return Location{}, fmt.Errorf("%w: sqlite: unknown parameter %q (known: table, busy_timeout)", ErrBadURL, key)
+			return Location{}, fmt.Errorf("%w: sqlite: unknown parameter %q (known: table, busy_timeout, declared_new)", ErrBadURL, key)
 		}
 		l.params[key] = vals[len(vals)-1]
 	}

@@ -192,6 +192,7 @@ func (s *Store) openParts(ctx context.Context) error {
 		switch {
 		case errors.Is(err, redis.Nil):
 			s.layout, ms = layoutTagged, tagged
+			s.openedNew = true
 			s.cfg.logger.DebugContext(ctx, "redisstore: new prefix: writing its shard markers",
 				slog.String("prefix", s.cfg.prefix), slog.Int("shards", s.cfg.shards), slog.String("layout", s.layout.String()))
 		case err != nil:
@@ -201,6 +202,7 @@ func (s *Store) openParts(ctx context.Context) error {
 				return fmt.Errorf("redisstore: prefix %q holds records written with %s shards, not %d: use WithShards(%s)", s.cfg.prefix, got, s.cfg.shards, got)
 			}
 			s.layout, ms = layoutLegacy, legacy
+			s.upgradedLegacy = true
 			s.cfg.logger.InfoContext(ctx, "redisstore: prefix written by an earlier version (key layout 1): keeping its layout and adding shard markers",
 				slog.String("prefix", s.cfg.prefix), slog.Int("shards", s.cfg.shards))
 		}

@@ -66,6 +66,8 @@ type config struct {
 	// waitCooldown: how long durable writes on a master fail fast after a
 	// WAIT on it fell short (wait.go).
 	waitCooldown time.Duration
+	// declareNew: the note of DeclaredNew ("": not declared).
+	declareNew string
 }
 
 func defaultConfig() config {

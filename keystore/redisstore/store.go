@@ -32,14 +32,23 @@ type Store struct {
 	layout layout
 	// parts is what this Store knows of each shard's marker (amnesia.go).
 	parts []part
+	// hist is the prefix's history as last read (history.go); openedNew:
+	// New found no marker and wrote them.
+	hist      histCache
+	openedNew bool
+	// upgradedLegacy: New added markers to a prefix of key layout 1,
+	// whose meta key shows Redis kept it: its history is as proven as
+	// before.
+	upgradedLegacy bool
 	// gate fails durable writes fast on a master that cannot confirm them
 	// (wait.go).
 	gate waitGate
 }
 
 var (
-	_ keystore.Store        = (*Store)(nil)
-	_ keystore.AmnesiaGuard = (*Store)(nil)
+	_ keystore.Store         = (*Store)(nil)
+	_ keystore.AmnesiaGuard  = (*Store)(nil)
+	_ keystore.HistoryProver = (*Store)(nil)
 )
 
 // New returns a Store on client. It checks, within a fixed 10 s bound since
@@ -69,7 +78,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
-	for _, check := range []func(context.Context) error{s.checkPersistence, s.openParts, s.probeWaitAOF} {
+	for _, check := range []func(context.Context) error{s.checkPersistence, s.openParts, s.probeWaitAOF, s.startHistory} {
 		cctx, ccancel := s.callCtx(ctx)
 		err := s.bounded(cctx, check)
 		if err != nil && !errors.Is(err, keystore.ErrUnavailable) && cctx.Err() != nil {

@@ -206,15 +206,33 @@ func (s *Store) syncMarker(ctx context.Context, db *sql.DB, init bool) (row, err
 		return row{}, err
 	}
 	pv := s.part.view()
+	fresh := false
 	switch {
 	case !found && metaEpoch == "" && pv.epoch == "":
+		fresh = true
 		if !init {
 			return row{}, fmt.Errorf("%w: sqlstore: table %s has no marker: run Migrate (this version adds one)", keystore.ErrUnavailable, s.table)
 		}
 		// A new table (or one migrated by an earlier version: what it
 		// holds is kept, and checked from now on).
+		empty, err := s.tableEmpty(ctx, db)
+		if err != nil {
+			return row{}, err
+		}
 		if _, err := db.ExecContext(ctx, s.q.insertMark, markerID, newEpoch(), "ok", "", now); err != nil {
 			return row{}, unavailable("write the table's marker", err)
+		}
+		// Its history: unproven for an empty table (new, or emptied),
+		// unless declared new; as proven as before for one an earlier
+		// version wrote.
+		switch {
+		case !empty:
+			err = s.declare(ctx, db, "marker added to a table an earlier version wrote")
+		case s.declareNew != "":
+			err = s.declare(ctx, db, s.declareNew)
+		}
+		if err != nil {
+			return row{}, err
 		}
 	case !found:
 		why := "its marker row is gone, so it lost every record it held (DELETE or TRUNCATE, a table or database dropped and created again, a restore of an older backup, a new SQLite file)"
@@ -254,6 +272,14 @@ func (s *Store) syncMarker(ctx context.Context, db *sql.DB, init bool) (row, err
 	}
 	if !found {
 		return row{}, fmt.Errorf("%w: sqlstore: the marker of table %s vanished while it was written", keystore.ErrUnavailable, s.table)
+	}
+	if s.side != nil && m.state == "ok" {
+		if err := s.checkSidecar(ctx, db, m, fresh, now); err != nil {
+			return row{}, err
+		}
+		if m, _, err = readMarker(ctx, db, s.q); err != nil {
+			return row{}, err
+		}
 	}
 	if metaEpoch == "" {
 		// Remember the epoch the marker holds (never another one).
@@ -351,6 +377,11 @@ func (s *Store) AcceptLoss(ctx context.Context, note string) error {
 		s.part.learn(ep, now)
 		return nil
 	})
+	if err == nil && s.side != nil {
+		if m, found, rerr := readMarker(ctx, db, s.q); rerr == nil && found {
+			err = s.side.note(m.key, m.attempts)
+		}
+	}
 	return s.timedOut(ctx, err)
 }
 

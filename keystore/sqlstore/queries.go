@@ -25,6 +25,8 @@ type queries struct {
 	loseMark    string // $1 marker ID, $2 epoch judged, $3 reason, $4 now
 	acceptMark  string // $1 marker ID, $2 new epoch, $3 note, $4 now
 	reapedMark  string // $1 marker ID, $2 DeleteExpired's cut-off (ms)
+	declareMark string // $1 marker ID, $2 note, $3 now (ms)
+	bumpMark    string // $1 marker ID → epoch, generation after the increment (SQLite)
 	lastCreated string // $1 id → created_at
 
 	// SQLite: the batch's clock and its per-row writes (positional ?).
@@ -61,6 +63,8 @@ func buildQueries(d Dialect, table string) queries {
 		loseMark:    fmt.Sprintf("UPDATE %s SET state = 'lost', error_text = $3, updated_at = $4 WHERE operation_id = $1 AND idempotency_key = $2 AND state = 'ok'", t),
 		acceptMark:  fmt.Sprintf("UPDATE %s SET idempotency_key = $2, state = 'ok', error_text = '', result_ref = $3, first_sent_at = $4, updated_at = $4 WHERE operation_id = $1 AND state = 'lost'", t),
 		reapedMark:  fmt.Sprintf("UPDATE %s SET last_sent_at = $2 WHERE operation_id = $1 AND (last_sent_at IS NULL OR last_sent_at < $2)", t),
+		declareMark: fmt.Sprintf("UPDATE %s SET fingerprint = $2, lease_token = $3 WHERE operation_id = $1 AND state = 'ok'", t),
+		bumpMark:    fmt.Sprintf("UPDATE %s SET attempts = attempts + 1 WHERE operation_id = $1 RETURNING idempotency_key, attempts, state", t),
 		lastCreated: fmt.Sprintf("SELECT created_at FROM %s WHERE operation_id = $1", t),
 	}
 	if d == SQLite {

@@ -60,7 +60,9 @@ func OpenSQLite(path string, opts ...Option) (*Store, error) {
 	s := newStore(c, rdb)
 	s.owned = []*sql.DB{wdb, rdb}
 	s.identity = &fileIdentity{path: path}
+	s.side = &sidecar{path: sidecarPath(path, s.table)}
 	s.w = startWriter(wdb, s.q, c, false, s.checkFile)
+	s.w.stamp, s.w.stamped = s.stamp, s.stamped
 	s.wdb = wdb
 	s.migrateDSN = dsn("journal_mode(WAL)", "synchronous(FULL)")
 	return s, nil

@@ -34,14 +34,22 @@ type Store struct {
 	// identity is the SQLite file OpenSQLite opened; the writer checks that
 	// the path still names it (see sqlite.go).
 	identity *fileIdentity
+	// hist is the table's history as last read (history.go); declareNew
+	// the DeclaredNew option's note.
+	hist       histCache
+	declareNew string
+	// side is the file beside a SQLite database (sidecar.go); nil for
+	// PostgreSQL and a caller's *sql.DB.
+	side *sidecar
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 var (
-	_ keystore.Store        = (*Store)(nil)
-	_ keystore.AmnesiaGuard = (*Store)(nil)
+	_ keystore.Store         = (*Store)(nil)
+	_ keystore.AmnesiaGuard  = (*Store)(nil)
+	_ keystore.HistoryProver = (*Store)(nil)
 )
 
 // ErrClosed is returned by a Store's methods after Close.
@@ -54,6 +62,7 @@ type config struct {
 	maxBatch    int
 	callTimeout time.Duration
 	allowAsync  bool
+	declareNew  string
 }
 
 // Option configures a Store.
@@ -175,7 +184,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 
 func newStore(c config, db *sql.DB) *Store {
 	return &Store{dialect: c.dialect, table: c.table, db: db, wdb: db, q: buildQueries(c.dialect, c.table),
-		callTimeout: c.callTimeout, allowAsync: c.allowAsync}
+		callTimeout: c.callTimeout, allowAsync: c.allowAsync, declareNew: c.declareNew}
 }
 
 // Dialect reports the database behind s.
@@ -243,6 +252,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.w != nil {
 			s.w.close()
+		}
+		if s.side != nil {
+			s.side.close()
 		}
 		var errs []error
 		for _, db := range s.owned {

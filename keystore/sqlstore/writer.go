@@ -37,6 +37,10 @@ type writer struct {
 	// checkFile (OpenSQLite) runs before each batch: an error fails the
 	// batch and drops the connection (Store.checkFile).
 	checkFile func(context.Context) error
+	// stamp (OpenSQLite) runs in each batch before COMMIT and stamped
+	// after it (Store.stamp: the generation in the file beside).
+	stamp   func(context.Context, *sql.Conn, int64) (epoch string, gen int64, lost, err error)
+	stamped func(string, int64)
 
 	mu     sync.RWMutex // held for reading while enqueueing; Close takes it to stop new writes
 	closed bool
@@ -356,6 +360,11 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 	if err := c.QueryRowContext(ctx, w.q.now).Scan(&now); err != nil {
 		return nil, unavailable("write: clock", err)
 	}
+	if w.stamp != nil {
+		if _, err := c.ExecContext(ctx, "SAVEPOINT "+batchSavepoint); err != nil {
+			return nil, unavailable("write: savepoint", err)
+		}
+	}
 	ids := make([]string, 0, len(batch))
 	for _, req := range batch {
 		if req.del == nil {
@@ -409,8 +418,24 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 	if err := v.flush(ctx, c); err != nil {
 		return nil, err
 	}
+	var (
+		epoch string
+		gen   int64
+		lost  error
+	)
+	if w.stamp != nil {
+		if epoch, gen, lost, err = w.stamp(ctx, c, now); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
 		return nil, unavailable("write: commit", err)
+	}
+	if lost != nil {
+		return nil, lost // the batch's writes were rolled back; the table is marked lost
+	}
+	if w.stamped != nil {
+		w.stamped(epoch, gen)
 	}
 	return results, nil
 }

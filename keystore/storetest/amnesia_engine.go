@@ -39,6 +39,12 @@ func AmnesiaEngineRun(t *testing.T, store keystore.Store, wipe func(t *testing.T
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if hp, ok := store.(keystore.HistoryProver); ok {
+		// A fresh store: what this run proves is the loss after it.
+		if err := hp.DeclareNew(ctx, "storetest: a fresh store"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	pix := func() (*pagpolar.Charge, error) {
 		return c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: ref, Customer: engineCustomer})
 	}

@@ -19,6 +19,10 @@
 //	                        that lets a Redis without an append-only file be used
 //	async_commit=1          postgres: sqlstore.AllowAsyncCommit, the opt-out that lets a
 //	                        session with synchronous_commit off be used
+//	declared_new=NOTE       sqlite, postgres, redis, redis+cluster: sqlstore.DeclaredNew or
+//	                        redisstore.DeclaredNew: a store found empty and initialised
+//	                        now is declared new (its history proven) with NOTE; for the
+//	                        first deployment only (see keystore.HistoryProver)
 //
 // Without the opt-outs, a Redis that keeps no append-only file and a
 // PostgreSQL session with synchronous_commit off are refused (SAFETY rule
@@ -95,6 +99,9 @@ func openSQL(loc storeloc.Location, so sqlOptions) (*sqlstore.Store, func() erro
 	if t, ok := loc.Param("table"); ok {
 		opts = append(opts, sqlstore.WithTable(t))
 	}
+	if note, ok := loc.Param("declared_new"); ok {
+		opts = append(opts, sqlstore.DeclaredNew(note))
+	}
 	if v, ok := loc.Param("busy_timeout"); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -166,6 +173,9 @@ func redisOptions(loc storeloc.Location) ([]redisstore.Option, error) {
 	}
 	if volatile {
 		opts = append(opts, redisstore.AllowVolatile())
+	}
+	if note, ok := loc.Param("declared_new"); ok {
+		opts = append(opts, redisstore.DeclaredNew(note))
 	}
 	wait, hasWait := loc.Param("wait")
 	timeout, hasTimeout := loc.Param("wait_timeout")
