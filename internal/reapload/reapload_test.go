@@ -448,6 +448,22 @@ func startRedis(t *testing.T) string {
 	return ""
 }
 
+// fillScript copies a template record (redisstore's record layout r1: a
+// cmsgpack array whose items 2, 6, 18 and 19 are the operation ID, state,
+// CreatedAt and UpdatedAt) under a new ID, with its index entry. KEYS = the
+// new record, its index; ARGV = template value, ID, state, time (µs), TTL
+// (ms, 0: none), the template's ID (checked, so that a change of layout
+// fails here instead of filling garbage).
+var fillScript = redis.NewScript(`
+local r = cmsgpack.unpack(ARGV[1])
+if r[1] ~= 'r1' or r[2] ~= ARGV[6] then return redis.error_reply('fill: template is not a record of layout r1') end
+r[2], r[6], r[18], r[19] = ARGV[2], ARGV[3], ARGV[4], ARGV[4]
+redis.call('SET', KEYS[1], cmsgpack.pack(r))
+if ARGV[5] ~= '0' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
+return 1
+`)
+
 func redisTarget(t *testing.T) target {
 	addr := startRedis(t)
 	const prefix, shards = "reapload", 16
@@ -475,27 +491,23 @@ func redisTarget(t *testing.T) target {
 		store: s,
 		url:   "redis://" + addr + "/0?prefix=" + prefix + "&volatile=1",
 		fill: func(t *testing.T, opID, tag string, n int, state string, age time.Duration) {
-			h, err := rc.HGetAll(ctx, keyTag(shardOf(opID))+"op:"+opID).Result()
-			if err != nil || len(h) == 0 {
-				t.Fatalf("template hash: %v", err)
+			tmpl, err := rc.Get(ctx, keyTag(shardOf(opID))+"op:"+opID).Result()
+			if err != nil {
+				t.Fatalf("template record: %v", err)
 			}
 			old := time.Now().Add(-age).UnixMicro() - int64(n)*1000
+			ttl := int64(0)
+			if state == "succeeded" {
+				ttl = (90*24*time.Hour - age).Milliseconds()
+			}
 			for lo := 0; lo < n; lo += 5000 {
 				pipe := rc.Pipeline()
 				for i := lo; i < min(n, lo+5000); i++ {
 					id := fmt.Sprintf("%s-fill%s-%d", opID, tag, i)
 					ts := strconv.FormatInt(old+int64(i)*1000, 10)
-					f := make(map[string]any, len(h))
-					for k, v := range h {
-						f[k] = v
-					}
-					f["op"], f["ca"], f["ua"], f["st"] = id, ts, ts, state
 					sh := shardOf(id)
-					pipe.HSet(ctx, keyTag(sh)+"op:"+id, f)
-					if state == "succeeded" {
-						pipe.PExpire(ctx, keyTag(sh)+"op:"+id, 90*24*time.Hour-age)
-					}
-					pipe.ZAdd(ctx, keyTag(sh)+"ix:"+state, redis.Z{Score: float64(old + int64(i)*1000), Member: id})
+					fillScript.Eval(ctx, pipe, []string{keyTag(sh) + "op:" + id, keyTag(sh) + "ix:" + state},
+						tmpl, id, state, ts, ttl, opID)
 				}
 				if _, err := pipe.Exec(ctx); err != nil {
 					t.Fatal(err)

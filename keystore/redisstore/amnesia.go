@@ -198,13 +198,8 @@ func (s *Store) openParts(ctx context.Context) error {
 		case err != nil:
 			return wrapErr("start", s.metaKey(), err)
 		default:
-			if got != strconv.Itoa(s.cfg.shards) {
-				return fmt.Errorf("redisstore: prefix %q holds records written with %s shards, not %d: use WithShards(%s)", s.cfg.prefix, got, s.cfg.shards, got)
-			}
-			s.layout, ms = layoutLegacy, legacy
-			s.upgradedLegacy = true
-			s.cfg.logger.InfoContext(ctx, "redisstore: prefix written by an earlier version (key layout 1): keeping its layout and adding shard markers",
-				slog.String("prefix", s.cfg.prefix), slog.Int("shards", s.cfg.shards))
+			return fmt.Errorf("redisstore: start: %w: prefix %q has %s (shards %s) and no shard markers: it was written by an earlier version (key layout 1, records as hashes); this version reads only records of layout %s: use a new prefix",
+				ErrLayout, s.cfg.prefix, s.metaKey(), got, recordLayout)
 		}
 	}
 	var missing []int
@@ -218,6 +213,14 @@ func (s *Store) openParts(ctx context.Context) error {
 		case m.exists():
 			if sh := m.fields["sh"]; sh != "" && sh != strconv.Itoa(s.cfg.shards) {
 				return fmt.Errorf("redisstore: prefix %q holds records written with %s shards, not %d: use WithShards(%s)", s.cfg.prefix, sh, s.cfg.shards, sh)
+			}
+			if rl := m.fields["rl"]; rl != recordLayout {
+				found := "none, so its records were written as hashes by an earlier version"
+				if rl != "" {
+					found = rl
+				}
+				return fmt.Errorf("redisstore: start: %w: prefix %q shard marker %s names record layout %s; this version reads only layout %s: use a new prefix",
+					ErrLayout, s.cfg.prefix, s.markKey(shard), found, recordLayout)
 			}
 			s.parts[shard].learn(m.fields["ep"], m.now)
 			if m.fields["st"] == "lost" {

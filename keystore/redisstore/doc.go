@@ -5,21 +5,29 @@
 //
 // # Layout
 //
-// Each record is a hash. Records are spread over a fixed number of shards
-// (WithShards, default 16); every key of a shard carries the same Cluster
-// hash tag, which holds the prefix and the shard number, so that the shards
-// of different prefixes (tenants) fall in different hash slots:
+// Each record is one string value: a MessagePack array (Lua's cmsgpack) of
+// the record layout's name ("r1") and the record's fields, which the
+// scripts unpack, change and write back whole. One compact value costs
+// about half of a hash of the same fields, whose longer values (the
+// result, the meta, the fingerprint) exceed hash-max-listpack-value (64 B)
+// and turn it into a hashtable: a settled PIX record costs about 1.2 KB,
+// index entry included (BENCHMARKS.md). Records are spread over a fixed
+// number of shards (WithShards, default 16); every key of a shard carries
+// the same Cluster hash tag, which holds the prefix and the shard number,
+// so that the shards of different prefixes (tenants) fall in different
+// hash slots:
 //
-//	<prefix>:{<prefix>:<shard>}:op:<operation ID>   the record (hash)
+//	<prefix>:{<prefix>:<shard>}:op:<operation ID>   the record (string)
 //	<prefix>:{<prefix>:<shard>}:ix:<state>          index: sorted set of operation IDs, scored by UpdatedAt (µs)
 //	<prefix>:{<prefix>:<shard>}:mark                the shard's marker (see Amnesia)
 //
-// A prefix written by an earlier version of this package (layout 1: tags
-// {<shard>}, the shard count under <prefix>:meta) keeps its layout: New
-// recognises it by its <prefix>:meta or its layout-1 markers, adds the
-// markers, and reads and writes it as before; it is not migrated. Its
-// shards share their slots with every other layout-1 prefix. To move a
-// tenant to layout 2, let its operations settle and start a new prefix.
+// Every marker names the record layout. New refuses, with an error
+// wrapping ErrLayout, a prefix whose markers name another layout or none
+// (records stored as hashes by an earlier development version) and a
+// prefix of key layout 1 (tags {<shard>}, the shard count under
+// <prefix>:meta); a record key holding anything else than a record of this
+// layout is refused the same way by every call, and left as it is. Nothing
+// is converted: start a new prefix.
 //
 // Because a record and the indexes that list it share one hash slot, each
 // write is one Lua script that changes the record and its index entries

@@ -22,6 +22,12 @@ var ErrNotDurable = errors.New("redisstore: write not confirmed durable")
 // AllowVolatile opts out.
 var ErrVolatile = errors.New("redisstore: Redis keeps no append-only file: a restart forgets the idempotency records it acknowledged")
 
+// ErrLayout is wrapped by the error of a call that met a record, or of a
+// New that met a prefix, stored in another layout than recordLayout (a
+// hash, as an earlier development version of this package wrote). The
+// store neither reads nor converts it: use a new prefix.
+var ErrLayout = errors.New("redisstore: record stored in another layout")
+
 // isTransient reports server errors that mean "not now" rather than "this
 // call is wrong": the store is unavailable and a later call may succeed.
 func isTransient(rerr redis.Error) bool {
@@ -56,4 +62,22 @@ func wrapErr(op, id string, err error) error {
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// layoutErr returns an error wrapping ErrLayout for err when it says that a
+// record key holds something this layout did not write (a script's LAYOUT
+// error, or WRONGTYPE from GET on a hash), or nil.
+func layoutErr(err error) error {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return nil
+	}
+	msg := rerr.Error()
+	switch {
+	case strings.HasPrefix(msg, layoutErrPrefix):
+		return fmt.Errorf("%w: %s", ErrLayout, strings.TrimPrefix(msg, layoutErrPrefix))
+	case strings.HasPrefix(msg, "WRONGTYPE"):
+		return fmt.Errorf("%w: the key is not a string (a hash, as an earlier version stored records, or another type), not a record of layout %s: use a new prefix", ErrLayout, recordLayout)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -81,7 +82,7 @@ func (s *Store) List(ctx context.Context, f keystore.Filter) ([]keystore.Record,
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	var cands []candidate
-	var cmds []*redis.MapStringStringCmd
+	var cmds []*redis.StringCmd
 	err := s.bounded(cctx, func(ctx context.Context) error {
 		var err error
 		cands, err = s.listCandidates(ctx, f.Prefix, states, maxScore, limit)
@@ -89,14 +90,22 @@ func (s *Store) List(ctx context.Context, f keystore.Filter) ([]keystore.Record,
 			return err
 		}
 		pipe := s.client.Pipeline()
-		cmds = make([]*redis.MapStringStringCmd, len(cands))
+		cmds = make([]*redis.StringCmd, len(cands))
 		for i, c := range cands {
-			cmds[i] = pipe.HGetAll(ctx, s.recordKey(c.id))
+			cmds[i] = pipe.Get(ctx, s.recordKey(c.id))
 		}
-		_, err = pipe.Exec(ctx)
-		return err
+		_, _ = pipe.Exec(ctx) // each command's error is read below
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
+		if lerr := layoutErr(err); lerr != nil {
+			return nil, fmt.Errorf("redisstore: list: %w", lerr)
+		}
 		s.noAnswer(ctx, err)
 		return nil, wrapErr("list", f.Prefix, s.timedOut(ctx, cctx, err))
 	}
@@ -104,10 +113,13 @@ func (s *Store) List(ctx context.Context, f keystore.Filter) ([]keystore.Record,
 		return nil, nil
 	}
 	out := make([]keystore.Record, 0, len(cands))
-	for _, cmd := range cmds {
-		h := cmd.Val()
-		if len(h) == 0 {
+	for i, cmd := range cmds {
+		if errors.Is(cmd.Err(), redis.Nil) {
 			continue // expired or deleted since the index was read
+		}
+		h, err := unpackRecord(cmd.Val())
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: list: %s: %w", s.recordKey(cands[i].id), err)
 		}
 		rec, err := decodeRecord(h)
 		if err != nil {

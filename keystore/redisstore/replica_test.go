@@ -48,7 +48,11 @@ func TestWaitWithReplica(t *testing.T) {
 	ctx := context.Background()
 	onReplica := func(id string) map[string]string {
 		t.Helper()
-		h, err := replica.HGetAll(ctx, s.recordKey(id)).Result()
+		v, err := replica.Get(ctx, s.recordKey(id)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := unpackRecord(v)
 		if err != nil {
 			t.Fatal(err)
 		}

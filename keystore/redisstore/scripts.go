@@ -10,13 +10,16 @@ import "github.com/redis/go-redis/v9"
 // Numbers are kept as decimal strings: Lua numbers are doubles and tostring
 // would print microsecond timestamps in exponent form, so fmt() formats them.
 //
-// Replies: {status, field, value, field, value, ...} with the record's hash,
-// or {status} when there is no record; "created" and "updated" carry only
-// the fields the script chose, to be merged with the ones the caller sent.
+// Replies: {status, record} with the stored record value (see
+// recordLayout), or {status} when there is no record; "created" and
+// "updated" carry {status, field, value, ...} with only the fields the
+// script chose, to be merged with the ones the caller sent.
 //
 // Scripts call TIME before writing, which needs effects replication: the
-// default from Redis 5 and the only mode from Redis 7.
-const scriptPrelude = `
+// default from Redis 5 and the only mode from Redis 7. Records are written
+// with SET … KEEPTTL (Redis ≥ 6) so that a terminal record keeps its
+// retention TTL.
+var scriptPrelude = `
 local IX = {pending = 2, unknown = 3, succeeded = 4, failed = 5, not_executed = 6}
 local function fmt(n) return string.format('%.0f', n) end
 local function now_us()
@@ -24,10 +27,33 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function terminal(s) return s == 'succeeded' or s == 'failed' end
-local function reply(status)
-  local r = redis.call('HGETALL', KEYS[1])
-  table.insert(r, 1, status)
-  return r
+` + recordPrelude
+
+// recordPrelude reads and writes records. load(k) returns the record's
+// fields (a table indexed by F) and its stored value, or nil; it raises a
+// LAYOUT error naming what it found on a key that is not a record of this
+// layout, so that no script reads or overwrites one.
+var recordPrelude = luaRecordFields() + `
+local function load(k)
+  local v = redis.pcall('GET', k)
+  if type(v) == 'table' and v.err then
+    error({err = 'LAYOUT ' .. k .. ' holds a ' .. redis.call('TYPE', k).ok .. ', not a record of layout ' .. RL .. ' (one string value): it was written by another version of the store; use a new prefix'})
+  end
+  if not v then return nil end
+  local ok, r = pcall(cmsgpack.unpack, v)
+  if not ok or type(r) ~= 'table' or r[1] ~= RL or #r ~= NF then
+    error({err = 'LAYOUT ' .. k .. ' holds a string that is not a record of layout ' .. RL .. '; use a new prefix'})
+  end
+  return r, v
+end
+local function save(k, r, keepttl)
+  local v = cmsgpack.pack(r)
+  if keepttl then
+    redis.call('SET', k, v, 'KEEPTTL')
+  else
+    redis.call('SET', k, v)
+  end
+  return v
 end
 `
 
@@ -42,6 +68,7 @@ end
 //	rb    DeleteExpired's latest cut-off (µs): records created before it
 //	      may have been removed on purpose
 //	ia    when the marker was written (µs)
+//	rl    the record layout of the shard's records (recordLayout)
 //
 // check(mark, last, epoch, lastca, verified, newep, retention ms, shards,
 // now) returns a reason when the shard lost what it acknowledged (marking
@@ -53,7 +80,7 @@ end
 const amnesiaPrelude = `
 local function lose(mark, why, newep, shards, now)
   if redis.call('HEXISTS', mark, 'ep') == 0 then
-    redis.call('HSET', mark, 'ep', newep, 'sh', shards, 'ia', fmt(now))
+    redis.call('HSET', mark, 'ep', newep, 'sh', shards, 'ia', fmt(now), 'rl', RL)
   end
   redis.call('HSET', mark, 'st', 'lost', 'why', why, 'lat', fmt(now))
   return why
@@ -71,7 +98,8 @@ local function check(mark, last, epoch, lastca, verified, newep, retention_ms, s
     end
     return lose(mark, 'its marker names epoch ' .. m[1] .. ' where this process found ' .. epoch .. ', so it was emptied and initialised again', newep, shards, now), m[1]
   end
-  if lastca ~= '' and redis.call('HGET', last, 'ca') ~= lastca then
+  local lr = lastca ~= '' and load(last)
+  if lastca ~= '' and (lr and lr[F.ca]) ~= lastca then
     local ca = tonumber(lastca)
     -- Gone on purpose only if DeleteExpired's cut-off or the retention
     -- TTL could have reached it.
@@ -92,14 +120,14 @@ end
 // loss before inserting: {'amnesia', 'why', …, 'lat', …} when it lost what
 // it acknowledged, nothing written.
 var createScript = redis.NewScript(scriptPrelude + amnesiaPrelude + `
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('HGET', KEYS[1], 'cw') == ARGV[1] then
-    -- Our own Create, resent by the client after a lost reply. The HSET is
+local cur, raw = load(KEYS[1])
+if cur then
+  if cur[F.cw] == ARGV[1] then
+    -- Our own Create, resent by the client after a lost reply. The SET is
     -- a write so that a following WAIT covers the original one.
-    redis.call('HSET', KEYS[1], 'cw', ARGV[1])
-    return reply('ok')
+    return {'ok', save(KEYS[1], cur, true)}
   end
-  return reply('exists')
+  return {'exists', raw}
 end
 local now = now_us()
 local why, ep = check(KEYS[7], KEYS[8], ARGV[17], ARGV[18], ARGV[19], ARGV[20], ARGV[16], ARGV[21], now)
@@ -110,12 +138,13 @@ end
 -- only terminal records expire, so only terminal indexes can hold one.
 redis.call('ZREM', KEYS[4], ARGV[2])
 redis.call('ZREM', KEYS[5], ARGV[2])
-redis.call('HSET', KEYS[1],
-  'op', ARGV[2], 'key', ARGV[3], 'kind', ARGV[4], 'fp', ARGV[5], 'st', ARGV[6],
-  'ver', '1', 'att', ARGV[7], 'fs', ARGV[8], 'ls', ARGV[9], 'rr', ARGV[10],
-  'res', ARGV[11], 'err', ARGV[12], 'meta', ARGV[13],
-  'lo', ARGV[14], 'lt', '1', 'le', fmt(now + tonumber(ARGV[15])),
-  'ca', fmt(now), 'ua', fmt(now), 'cw', ARGV[1])
+local r = {RL}
+r[F.op], r[F.key], r[F.kind], r[F.fp], r[F.st] = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+r[F.ver], r[F.att], r[F.fs], r[F.ls], r[F.rr] = '1', ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+r[F.res], r[F.err], r[F.meta] = ARGV[11], ARGV[12], ARGV[13]
+r[F.lo], r[F.lt], r[F.le] = ARGV[14], '1', fmt(now + tonumber(ARGV[15]))
+r[F.ca], r[F.ua], r[F.cw], r[F.uw], r[F.aw] = fmt(now), fmt(now), ARGV[1], '', ''
+save(KEYS[1], r, false)
 redis.call('ZADD', KEYS[IX[ARGV[6]]], fmt(now), ARGV[2])
 if terminal(ARGV[6]) then redis.call('PEXPIRE', KEYS[1], ARGV[16]) end
 -- The caller knows every other field: send back only what the script chose.
@@ -125,25 +154,23 @@ return {'created', 'ca', fmt(now), 'ua', fmt(now), 'le', fmt(now + tonumber(ARGV
 // updateScript: ARGV = nonce, version, lease token, state, attempts, first
 // sent, last sent, result ref, result, error, meta, fp, retention ms.
 var updateScript = redis.NewScript(scriptPrelude + `
-local h = redis.call('HMGET', KEYS[1], 'st', 'ver', 'lo', 'lt', 'le', 'op', 'uw', 'key', 'kind', 'ca')
-if not h[6] then return {'notfound'} end
-if h[7] == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'uw', ARGV[1])
-  return reply('ok')
-end
+local r, raw = load(KEYS[1])
+if not r then return {'notfound'} end
+if r[F.uw] == ARGV[1] then return {'ok', save(KEYS[1], r, true)} end
 local now = now_us()
-if h[3] == '' or h[4] ~= ARGV[3] or now >= tonumber(h[5]) then return reply('lost') end
-if h[2] ~= ARGV[2] then return reply('conflict') end
-if terminal(h[1]) and h[1] ~= ARGV[4] then return reply('terminal') end
-local op = h[6]
-if h[1] ~= ARGV[4] then redis.call('ZREM', KEYS[IX[h[1]]], op) end
+if r[F.lo] == '' or r[F.lt] ~= ARGV[3] or now >= tonumber(r[F.le]) then return {'lost', raw} end
+if r[F.ver] ~= ARGV[2] then return {'conflict', raw} end
+local was = r[F.st]
+if terminal(was) and was ~= ARGV[4] then return {'terminal', raw} end
+local op = r[F.op]
+if was ~= ARGV[4] then redis.call('ZREM', KEYS[IX[was]], op) end
 redis.call('ZADD', KEYS[IX[ARGV[4]]], fmt(now), op)
-redis.call('HSET', KEYS[1],
-  'st', ARGV[4], 'att', ARGV[5], 'fs', ARGV[6], 'ls', ARGV[7], 'rr', ARGV[8],
-  'res', ARGV[9], 'err', ARGV[10], 'meta', ARGV[11], 'fp', ARGV[12],
-  'ver', fmt(tonumber(h[2]) + 1), 'ua', fmt(now), 'uw', ARGV[1])
-local updated = {'updated', 'op', op, 'key', h[8], 'kind', h[9], 'lo', h[3], 'lt', h[4],
-  'le', h[5], 'ca', h[10], 'ua', fmt(now), 'ver', fmt(tonumber(h[2]) + 1)}
+r[F.st], r[F.att], r[F.fs], r[F.ls], r[F.rr] = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+r[F.res], r[F.err], r[F.meta], r[F.fp] = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+r[F.ver], r[F.ua], r[F.uw] = fmt(tonumber(r[F.ver]) + 1), fmt(now), ARGV[1]
+save(KEYS[1], r, true)
+local updated = {'updated', 'op', op, 'key', r[F.key], 'kind', r[F.kind], 'lo', r[F.lo], 'lt', r[F.lt],
+  'le', r[F.le], 'ca', r[F.ca], 'ua', r[F.ua], 'ver', r[F.ver]}
 if terminal(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[13])
   -- A terminal record expires its retention after its last update, which
@@ -164,33 +191,31 @@ return updated
 
 // acquireScript: ARGV = nonce, owner, ttl µs.
 var acquireScript = redis.NewScript(scriptPrelude + `
-local h = redis.call('HMGET', KEYS[1], 'lo', 'lt', 'le', 'aw')
-if not h[2] then return {'notfound'} end
-if h[4] == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'aw', ARGV[1])
-  return reply('ok')
-end
+local r, raw = load(KEYS[1])
+if not r then return {'notfound'} end
+if r[F.aw] == ARGV[1] then return {'ok', save(KEYS[1], r, true)} end
 local now = now_us()
-if h[1] ~= '' and h[1] ~= ARGV[2] and now < tonumber(h[3]) then return reply('held') end
-redis.call('HSET', KEYS[1], 'lo', ARGV[2], 'lt', fmt(tonumber(h[2]) + 1),
-  'le', fmt(now + tonumber(ARGV[3])), 'aw', ARGV[1])
-return reply('ok')
+if r[F.lo] ~= '' and r[F.lo] ~= ARGV[2] and now < tonumber(r[F.le]) then return {'held', raw} end
+r[F.lo], r[F.lt], r[F.le], r[F.aw] = ARGV[2], fmt(tonumber(r[F.lt]) + 1), fmt(now + tonumber(ARGV[3])), ARGV[1]
+return {'ok', save(KEYS[1], r, true)}
 `)
 
 // renewScript: ARGV = token, ttl µs. Resending it only extends again.
 var renewScript = redis.NewScript(scriptPrelude + `
-local h = redis.call('HMGET', KEYS[1], 'lt', 'le')
-if not h[1] then return {'notfound'} end
+local r, raw = load(KEYS[1])
+if not r then return {'notfound'} end
 local now = now_us()
-if h[1] ~= ARGV[1] or now >= tonumber(h[2]) then return reply('lost') end
-redis.call('HSET', KEYS[1], 'le', fmt(now + tonumber(ARGV[2])))
-return reply('ok')
+if r[F.lt] ~= ARGV[1] or now >= tonumber(r[F.le]) then return {'lost', raw} end
+r[F.le] = fmt(now + tonumber(ARGV[2]))
+return {'ok', save(KEYS[1], r, true)}
 `)
 
 // releaseScript: ARGV = token.
 var releaseScript = redis.NewScript(scriptPrelude + `
-if redis.call('HGET', KEYS[1], 'lt') ~= ARGV[1] then return {'ok'} end
-redis.call('HSET', KEYS[1], 'lo', '', 'le', fmt(now_us()))
+local r = load(KEYS[1])
+if not r or r[F.lt] ~= ARGV[1] then return {'ok'} end
+r[F.lo], r[F.le] = '', fmt(now_us())
+save(KEYS[1], r, true)
 return {'ok'}
 `)
 
@@ -200,7 +225,7 @@ return {'ok'}
 // records Redis had already expired) it removed. The marker keeps the
 // latest cut-off that removed something (rb), so that a removed record is
 // not taken for a lost one.
-var deleteScript = redis.NewScript(`
+var deleteScript = redis.NewScript(recordPrelude + `
 local cutoff = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local n = 0
@@ -209,7 +234,8 @@ for i = 1, 2 do
   local ids = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[1], 'LIMIT', 0, limit - n)
   for _, id in ipairs(ids) do
     local rk = ARGV[3] .. id
-    local h = redis.call('HMGET', rk, 'st', 'ua')
+    local r = load(rk)
+    local h = r and {r[F.st], r[F.ua]} or {}
     if not h[1] then
       -- Expired by its retention TTL (or, while the slot migrates, moved
       -- to another node: then it is terminal and past the cut-off, and
@@ -240,9 +266,9 @@ var markScript = redis.NewScript(scriptPrelude + `
 local now = now_us()
 if redis.call('HEXISTS', KEYS[1], 'ep') == 0 then
   if ARGV[1] == 'init' then
-    redis.call('HSET', KEYS[1], 'ep', ARGV[2], 'st', 'ok', 'sh', ARGV[3], 'ia', fmt(now))
+    redis.call('HSET', KEYS[1], 'ep', ARGV[2], 'st', 'ok', 'sh', ARGV[3], 'ia', fmt(now), 'rl', RL)
   elseif ARGV[1] == 'lost' then
-    redis.call('HSET', KEYS[1], 'ep', ARGV[2], 'st', 'lost', 'sh', ARGV[3], 'ia', fmt(now), 'why', ARGV[4], 'lat', fmt(now))
+    redis.call('HSET', KEYS[1], 'ep', ARGV[2], 'st', 'lost', 'sh', ARGV[3], 'ia', fmt(now), 'why', ARGV[4], 'lat', fmt(now), 'rl', RL)
   end
 end
 local r = redis.call('HGETALL', KEYS[1])

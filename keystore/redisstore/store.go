@@ -174,7 +174,8 @@ type scriptReply struct {
 	info map[string]string
 }
 
-// parseReply decodes a script's reply. A "created" or "updated" reply holds
+// parseReply decodes a script's reply: {status}, {status, stored record}
+// or {status, field, value, ...}. A "created" or "updated" reply holds
 // only the fields the script set; sent holds the ones the caller wrote, and
 // the two together are the stored record.
 func parseReply(res any, sent map[string]string) (scriptReply, error) {
@@ -190,7 +191,17 @@ func parseReply(res any, sent map[string]string) (scriptReply, error) {
 	if len(arr) == 1 {
 		return r, nil
 	}
-	h, err := flatToMap(arr[1:])
+	var h map[string]string
+	var err error
+	if len(arr) == 2 {
+		v, ok := arr[1].(string)
+		if !ok {
+			return r, fmt.Errorf("redisstore: script record %T, want a string", arr[1])
+		}
+		h, err = unpackRecord(v)
+	} else {
+		h, err = flatToMap(arr[1:])
+	}
 	if err != nil {
 		return r, err
 	}
@@ -230,6 +241,9 @@ func (s *Store) eval(ctx context.Context, op, id string, sent map[string]string,
 		done: make(chan struct{}),
 	})
 	if err != nil {
+		if lerr := layoutErr(err); lerr != nil {
+			return scriptReply{}, fmt.Errorf("redisstore: %s %q: %w", op, id, lerr)
+		}
 		s.noAnswer(ctx, err)
 		return scriptReply{}, wrapErr(op, id, s.timedOut(ctx, cctx, err))
 	}
@@ -366,17 +380,24 @@ func (s *Store) Get(ctx context.Context, id string) (keystore.Record, error) {
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	var h map[string]string
+	var v string
 	err := s.bounded(cctx, func(ctx context.Context) (err error) {
-		h, err = s.client.HGetAll(ctx, s.recordKey(id)).Result()
+		v, err = s.client.Get(ctx, s.recordKey(id)).Result()
 		return err
 	})
+	if errors.Is(err, redis.Nil) {
+		return keystore.Record{}, fmt.Errorf("redisstore: get %q: %w", id, keystore.ErrNotFound)
+	}
 	if err != nil {
+		if lerr := layoutErr(err); lerr != nil {
+			return keystore.Record{}, fmt.Errorf("redisstore: get %q: %s: %w", id, s.recordKey(id), lerr)
+		}
 		s.noAnswer(ctx, err)
 		return keystore.Record{}, wrapErr("get", id, s.timedOut(ctx, cctx, err))
 	}
-	if len(h) == 0 {
-		return keystore.Record{}, fmt.Errorf("redisstore: get %q: %w", id, keystore.ErrNotFound)
+	h, err := unpackRecord(v)
+	if err != nil {
+		return keystore.Record{}, fmt.Errorf("redisstore: get %q: %s: %w", id, s.recordKey(id), err)
 	}
 	return decodeRecord(h)
 }

@@ -1,0 +1,155 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// TestRecordPack_RoundTrips: what packRecord writes (the scripts' cmsgpack
+// form) unpackRecord reads back, values of every length class included.
+func TestRecordPack_RoundTrips(t *testing.T) {
+	h := map[string]string{}
+	for i, f := range recordFields {
+		h[f] = strings.Repeat("x", []int{0, 1, 31, 32, 255, 256, 70000}[i%7])
+	}
+	got, err := unpackRecord(packRecord(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range recordFields {
+		if got[f] != h[f] {
+			t.Fatalf("field %s: %d bytes back, want %d", f, len(got[f]), len(h[f]))
+		}
+	}
+}
+
+// TestRecordPack_RefusesOtherValues: a value of another shape is an
+// ErrLayout, never a record with empty fields.
+func TestRecordPack_RefusesOtherValues(t *testing.T) {
+	good := packRecord(map[string]string{"op": "x"})
+	for name, v := range map[string]string{
+		"empty":       "",
+		"json":        `{"op":"x"}`,
+		"truncated":   good[:len(good)-2],
+		"trailing":    good + "z",
+		"other tag":   strings.Replace(good, recordLayout, "r9", 1),
+		"short array": "\xdc\x00\x02\xa2r1\xa1x",
+	} {
+		if _, err := unpackRecord(v); !errors.Is(err, ErrLayout) {
+			t.Errorf("%s: %v, want ErrLayout", name, err)
+		}
+	}
+}
+
+// TestRecord_OneListpackFreeValue: a settled record is one string value
+// holding every field, and the scripts' writes read back as what the
+// caller stored.
+func TestRecord_OneListpackFreeValue(t *testing.T) {
+	s, admin := newTestStore(t)
+	ctx := context.Background()
+	rec, err := s.Create(ctx, keystore.Record{OperationID: "pix:one", Key: "k", Kind: "pix", Fingerprint: strings.Repeat("f", 67)}, "w", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.Result, rec.Meta = keystore.StateSucceeded, []byte(strings.Repeat("r", 400)), []byte(`{"a":1}`)
+	if _, err := s.Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if typ := admin.Type(ctx, s.recordKey("pix:one")).Val(); typ != "string" {
+		t.Fatalf("record key is a %s, want a string", typ)
+	}
+	if ttl := admin.PTTL(ctx, s.recordKey("pix:one")).Val(); ttl <= 0 {
+		t.Fatalf("settled record TTL %v, want its retention", ttl)
+	}
+	if _, err := s.Acquire(ctx, "pix:one", "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := admin.PTTL(ctx, s.recordKey("pix:one")).Val(); ttl <= 0 {
+		t.Fatalf("TTL after Acquire %v: the rewrite dropped it", ttl)
+	}
+	got, err := s.Get(ctx, "pix:one")
+	if err != nil || string(got.Result) != string(rec.Result) || got.Fingerprint != rec.Fingerprint || got.LeaseToken != 2 {
+		t.Fatalf("Get: %+v, %v", got, err)
+	}
+}
+
+// TestRecord_HashIsRefused: a record key holding a hash (how an earlier
+// version stored records) is refused by every call with an error wrapping
+// ErrLayout that names what it found, and is left as it is.
+func TestRecord_HashIsRefused(t *testing.T) {
+	s, admin := newTestStore(t)
+	ctx := context.Background()
+	id := "pix:old"
+	key := s.recordKey(id)
+	if err := admin.HSet(ctx, key, "op", id, "st", "pending", "ver", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ZAdd(ctx, s.indexKey(s.shardOf(id), keystore.StatePending), redis.Z{Score: 1, Member: id}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"Get":     func() error { _, err := s.Get(ctx, id); return err },
+		"Create":  func() error { _, err := s.Create(ctx, keystore.Record{OperationID: id}, "w", time.Minute); return err },
+		"Acquire": func() error { _, err := s.Acquire(ctx, id, "w", time.Minute); return err },
+		"Update": func() error {
+			_, err := s.Update(ctx, keystore.Record{OperationID: id, State: keystore.StateSucceeded, Version: 1, LeaseToken: 1})
+			return err
+		},
+		"List": func() error { _, err := s.List(ctx, keystore.Filter{}); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "hash") {
+			t.Errorf("%s: %v, want ErrLayout naming the hash", name, err)
+		}
+		if errors.Is(err, keystore.ErrUnavailable) || errors.Is(err, keystore.ErrNotFound) {
+			t.Errorf("%s: %v must not read as unavailable or absent", name, err)
+		}
+	}
+	if typ := admin.Type(ctx, key).Val(); typ != "hash" {
+		t.Fatalf("the refused record became a %s", typ)
+	}
+}
+
+// TestNew_RefusesAnotherLayout: a prefix whose markers name no record
+// layout (written when records were hashes), or that has only the key
+// layout 1 <prefix>:meta, is refused by New with an error wrapping
+// ErrLayout, before anything is written.
+func TestNew_RefusesAnotherLayout(t *testing.T) {
+	redisOptions(t)
+	admin, _ := startRedis(t)
+	ctx := context.Background()
+	quiet := WithLogger(quietLogger())
+
+	if _, err := New(admin, WithPrefix("fresh"), quiet); err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{cfg: defaultConfig(), layout: layoutTagged}
+	s.cfg.prefix = "fresh"
+	if err := admin.HDel(ctx, s.markKey(5), "rl").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(admin, WithPrefix("fresh"), quiet)
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "hashes") || !strings.Contains(err.Error(), s.markKey(5)) {
+		t.Fatalf("New on a marker without a record layout: %v, want ErrLayout naming the marker", err)
+	}
+
+	if err := admin.HSet(ctx, "old:meta", "shards", "16").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(admin, WithPrefix("old"), quiet)
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "old:meta") {
+		t.Fatalf("New on a layout-1 prefix: %v, want ErrLayout naming old:meta", err)
+	}
+	s.cfg.prefix = "old"
+	if n := admin.Exists(ctx, s.markKey(0)).Val(); n != 0 {
+		t.Fatal("marker written")
+	}
+}
