@@ -212,3 +212,58 @@ func TestSQLiteReapInProcessNeverFailsACreate(t *testing.T) {
 		t.Fatalf("records after the reap: %d, want the %d live ones (%v)", len(got), creates, err)
 	}
 }
+
+// A delete whose batch reaches its COMMIT after the caller's context ended
+// is still answered with what it removed: DeleteExpired never reports an
+// error (0 removed) over rows it removed, so a reap's total is what it
+// removed. (Before, the caller left at once and the batch committed
+// anyway: each batch committed after a call timeout went uncounted.)
+func TestSQLiteDeleteExpiredCountsABatchCommittedAfterItsCallerLeft(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.db")
+	s, err := sqlstore.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const expired, batch = 500, 200
+	fillExpired(t, path, expired)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan struct{})
+	var once sync.Once
+	sqlstore.SetBeforeCommit(s, func() {
+		once.Do(func() {
+			// The caller's context ends while its delete is on the way to
+			// COMMIT; the commit waits until the caller has answered (or a
+			// second, if the caller waits for the commit).
+			cancel()
+			select {
+			case <-returned:
+			case <-time.After(time.Second):
+			}
+		})
+	})
+	n, err := s.DeleteExpired(ctx, time.Now().Add(-keystore.MinRetention), batch)
+	close(returned)
+	// A write queued now is applied after that batch: once it is answered,
+	// the batch has committed (or rolled back).
+	if _, err := s.Create(context.Background(), rec("after"), "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	left, lerr := s.List(context.Background(), keystore.Filter{States: []keystore.State{keystore.StateSucceeded}, Limit: 1 << 20})
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	removed := expired - len(left)
+	if n != removed {
+		t.Fatalf("DeleteExpired answered %d removed (err %v), but it removed %d records", n, err, removed)
+	}
+	if removed != batch || err != nil {
+		t.Fatalf("DeleteExpired removed %d, err %v; want %d, nil", removed, err, batch)
+	}
+}
