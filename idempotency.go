@@ -94,7 +94,7 @@ type exec struct {
 	savedMeta opMeta
 }
 
-// run executes one operation. It returns the settled record (State
+// runOp executes one operation (run, in observe.go, is it observed). It returns the settled record (State
 // succeeded, with Result) or an error:
 //   - *ValidationError / ErrParamsMismatch (nothing sent),
 //   - ErrStoreUnavailable (nothing sent),
@@ -102,7 +102,7 @@ type exec struct {
 //   - *OutcomeUnknownError (record left unknown),
 //   - ErrInProgress / ErrLeaseLost (another worker holds the operation),
 //   - ErrBudgetExhausted, ErrRateLimited, ErrUnavailable (not executed).
-func (c *Client) run(ctx context.Context, s *opSpec) (*settled, error) {
+func (c *Client) runOp(ctx context.Context, s *opSpec) (*settled, error) {
 	p := c.policy
 	now := c.clock.Now()
 	s.fp = c.fingerprint(s.fpIn)
