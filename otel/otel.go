@@ -211,9 +211,13 @@ func (o *observer) Start(ctx context.Context, s pagpolar.Step) (context.Context,
 			}
 			switch {
 			case e.Err != nil:
-				span.SetAttributes(attribute.String("error.type", errorType(e.Err)))
-				span.SetStatus(codes.Error, errorType(e.Err))
-				set = append(set, attribute.String("error.type", errorType(e.Err)))
+				et := errorType(e.Err)
+				if et == "error" {
+					et = "transport" // no answer: the connection failed or closed
+				}
+				span.SetAttributes(attribute.String("error.type", et))
+				span.SetStatus(codes.Error, et)
+				set = append(set, attribute.String("error.type", et))
 			case e.Status >= 400:
 				span.SetAttributes(attribute.String("error.type", strconv.Itoa(e.Status)))
 				span.SetStatus(codes.Error, "")
