@@ -141,7 +141,7 @@ func describe(s sdktrace.ReadOnlySpan) string {
 	for _, k := range shown {
 		for _, a := range s.Attributes() {
 			if string(a.Key) == k {
-				parts = append(parts, k+"="+a.Value.Emit())
+				parts = append(parts, k+"="+a.Value.String())
 			}
 		}
 	}
