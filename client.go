@@ -80,6 +80,7 @@ type Client struct {
 	clock        Clock
 	userAgent    string
 	hook         Hook
+	observer     Observer
 	randomKeys   bool
 	fpSecrets    []fpSecret // current first, then earlier ones that still verify
 	maxOpAge     time.Duration
@@ -410,7 +411,9 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 		req.Header.Set(wire.HeaderIdempotencyKey, key)
 	}
 	sentAt := c.clock.Now()
+	req, endAttempt := c.observeAttempt(req, key)
 	resp, err := c.http.Do(req)
+	endAttempt(resp, err)
 	if err != nil {
 		// A dial failure means nothing was written whatever the trace says.
 		var op *net.OpError

@@ -148,7 +148,7 @@ type exec struct {
 	savedMeta opMeta
 }
 
-// run executes one operation. It returns the settled record (State
+// runOp executes one operation (run, in observe.go, is it observed). It returns the settled record (State
 // succeeded, with Result) or an error:
 //   - *ValidationError / ErrParamsMismatch (nothing sent),
 //   - ErrStoreUnavailable (nothing sent),
@@ -156,7 +156,7 @@ type exec struct {
 //   - *OutcomeUnknownError (record left unknown),
 //   - ErrInProgress / ErrLeaseLost (another worker holds the operation),
 //   - ErrBudgetExhausted, ErrRateLimited, ErrUnavailable (not executed).
-func (c *Client) run(ctx context.Context, s *opSpec) (res *settled, err error) {
+func (c *Client) runOp(ctx context.Context, s *opSpec) (res *settled, err error) {
 	defer func() {
 		// Every error after validation names its operation, so that
 		// errors.Is places it in one of the three branches (OutcomeOf).

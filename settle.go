@@ -68,7 +68,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		// answer (or its last page) arrives: only one sent after the trust
 		// moment is conclusive.
 		conclusive := e.trusted(c.clock.Now())
-		lo, err := c.lookup(ctx, e.s.kind, e.s.id, e.meta)
+		lo, err := c.observedLookup(ctx, e.s.kind, e.s.id, e.meta)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: e.scrubErr(err)})
 		if err == nil {
 			switch lo.kind {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pagpolar/pagpolar-go/internal/longtest"
 	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
@@ -43,6 +44,16 @@ type shapeTally struct {
 	cases, unknownFirst, left int
 }
 
+// coldOrWarm is the client states a shape case runs with: both in the long
+// run; in the short one, cold and warm in turn (every route and fault
+// still meets every shape).
+func coldOrWarm(n int) []bool {
+	if longtest.Enabled() {
+		return []bool{false, true}
+	}
+	return []bool{n%2 == 0}
+}
+
 func TestShapes(t *testing.T) {
 	shapes := append([]pagpolartest.Shape{pagpolartest.ShapeToday}, pagpolartest.AllShapes()...)
 	for _, shape := range shapes {
@@ -51,12 +62,14 @@ func TestShapes(t *testing.T) {
 			var tally shapeTally
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 12)
+			n := 0
 			for _, r := range routes {
 				for _, fc := range shapeFaults {
 					if fc.fault.Action == pagpolartest.FaultDecline && !r.card {
 						continue
 					}
-					for _, cold := range []bool{false, true} {
+					n++
+					for _, cold := range coldOrWarm(n) {
 						wg.Go(func() {
 							sem <- struct{}{}
 							defer func() { <-sem }()
@@ -244,12 +257,14 @@ func TestSafetyRule12_ClientClockOffsets(t *testing.T) {
 			t.Parallel()
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 12)
+			n := 0
 			for _, r := range routes {
 				for _, fc := range shapeFaults {
 					if fc.fault.Action == pagpolartest.FaultDecline && !r.card {
 						continue
 					}
-					for _, cold := range []bool{false, true} {
+					n++
+					for _, cold := range coldOrWarm(n) {
 						wg.Go(func() {
 							sem <- struct{}{}
 							defer func() { <-sem }()

@@ -319,9 +319,11 @@ func TestUnseen_Shapes(t *testing.T) {
 		{"Gateway504AfterCommit", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultGatewayAfterCommit, Status: 504, Times: 1}},
 		{"CommitThen500", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1}},
 	}
+	n := 0
 	for _, tc := range cases {
 		for _, fc := range faults {
-			for _, warm := range []bool{false, true} {
+			n++
+			for _, warm := range coldOrWarm(n) {
 				t.Run(fmt.Sprintf("%s/%s/warm=%v", tc.name, fc.name, warm), func(t *testing.T) {
 					t.Parallel()
 					f := newFixture(t, nil)

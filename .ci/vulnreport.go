@@ -73,7 +73,10 @@ func main() {
 	}
 }
 
-var errModuleVulns = errors.New("the code calls vulnerable symbols of modules")
+var (
+	errModuleVulns = errors.New("the code calls vulnerable symbols of modules")
+	errStdVulns    = errors.New("the code calls vulnerable symbols of the standard library")
+)
 
 func run(in io.Reader, out io.Writer) error {
 	dec := json.NewDecoder(in)
@@ -153,11 +156,46 @@ func run(in io.Reader, out io.Writer) error {
 			}
 		}
 	}
+	unfixed, err := readUnfixed(os.Getenv("PAGPOLAR_VULN_UNFIXED"))
+	if err != nil {
+		return err
+	}
+	var stdFail, stdNamed []*vuln
+	for _, v := range std {
+		if unfixed[v.id] {
+			stdNamed = append(stdNamed, v)
+		} else {
+			stdFail = append(stdFail, v)
+		}
+	}
 	show("vulnerabilities the code calls in modules (fail)", mods, 3)
-	show("vulnerabilities the code calls in the standard library (printed, not failed: they depend on the Go that runs the check)", std, 1)
+	show("vulnerabilities the code calls in the standard library of this Go (fail: run the check with a Go that fixes them)", stdFail, 1)
+	show("vulnerabilities the code calls in the standard library that no Go served here fixes (named in the README; printed, not failed)", stdNamed, 1)
 	fmt.Fprintf(out, "vulnerabilities in required modules or imported packages that the code does not call: %d\n", len(notCalled))
 	if len(mods) > 0 {
 		return fmt.Errorf("%w: %d (upgrade the modules above)", errModuleVulns, len(mods))
 	}
+	if len(stdFail) > 0 {
+		return fmt.Errorf("%w: %d (use a Go release that fixes them, or name them in the unfixed list if none served does)", errStdVulns, len(stdFail))
+	}
 	return nil
+}
+
+// readUnfixed reads the IDs of standard-library vulnerabilities that no
+// toolchain served here fixes: one per line, the ID first ("#" comments).
+func readUnfixed(path string) (map[string]bool, error) {
+	ids := map[string]bool{}
+	if path == "" {
+		return ids, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			ids[f[0]] = true
+		}
+	}
+	return ids, nil
 }

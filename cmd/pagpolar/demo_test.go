@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pagpolar/pagpolar-go/internal/longtest"
 	"github.com/pagpolar/pagpolar-go/internal/report"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
@@ -87,9 +88,7 @@ func TestDemo(t *testing.T) {
 // (and meets that attempt's fault) depends on timing: a measured pair of
 // runs differed by one 500_no_commit. There only the verdict is compared.
 func TestDemoSeedReproducesFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("four demo runs")
-	}
+	longtest.Skip(t)
 	run := func(conc string) report.Report {
 		var out, errb bytes.Buffer
 		code := runDemo(context.Background(), []string{"-orders", "120", "-concurrency", conc, "-fault-rate", "0.5", "-window", "200ms", "-seed", "11", "-store", "memory:", "-json"}, &out, &errb)
@@ -157,6 +156,7 @@ func TestDemoTextReport(t *testing.T) {
 // no double effect, no false failure and no success without an effect
 // (unknown outcomes are allowed, and counted).
 func TestDemoEveryShape(t *testing.T) {
+	longtest.Skip(t)
 	var out, errb bytes.Buffer
 	code := runDemo(context.Background(), []string{"-shapes", "all", "-orders", "120", "-concurrency", "16", "-fault-rate", "0.5", "-seed", "5", "-json"}, &out, &errb)
 	var reps []report.Report
@@ -242,6 +242,7 @@ func TestFaultMixRates(t *testing.T) {
 // never took effect has no event; one sent before the client knew the
 // API's clock cannot be dated) stay unknown, and are counted too.
 func TestDemoWebhooksSettleUnknowns(t *testing.T) {
+	longtest.Skip(t)
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := runDemo(context.Background(), []string{"-orders", "200", "-concurrency", "32", "-fault-rate", "0.5", "-seed", "3",

@@ -114,7 +114,10 @@
 //   - SQLite has one writer at a time: a write lock held by another process
 //     holds up every write of the file, up to the busy timeout
 //     (WithBusyTimeout, default 10 s); each caller still stops waiting at
-//     its own deadline, and a write whose caller left is not applied.
+//     its own deadline, and a write whose caller left is not applied. The
+//     one exception is a DeleteExpired its batch has already begun (the
+//     lock taken): its caller waits for that batch's COMMIT, so that the
+//     count of removed records it returns is never short.
 //
 // A call that timed out may or may not have been committed, like any call
 // whose reply was lost; the caller sends nothing on it.

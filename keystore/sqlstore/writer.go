@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
@@ -41,6 +42,8 @@ type writer struct {
 	// after it (Store.stamp: the generation in the file beside).
 	stamp   func(context.Context, *sql.Conn, int64) (epoch string, gen int64, lost, err error)
 	stamped func(string, int64)
+	// beforeCommit, if set (tests only), runs before each batch's COMMIT.
+	beforeCommit func()
 
 	mu     sync.RWMutex // held for reading while enqueueing; Close takes it to stop new writes
 	closed bool
@@ -77,7 +80,21 @@ type writeReq struct {
 	del   *deleteReq  // instead of op: DeleteExpired, run as SQL in the batch
 	pg    *pgStmt     // PostgreSQL: one statement of the pipelined batch
 	out   chan result // buffered: the writer never blocks on a caller that left
+	// claim (DeleteExpired only) decides who wins when the caller's context
+	// ends while its delete is in a batch: the caller, before the batch runs
+	// the delete (claimLeft: the batch skips it), or the batch (claimTaken:
+	// the caller waits for its answer). A delete the batch commits is then
+	// always counted by its caller: a reap never reports fewer removals
+	// than it made.
+	claim atomic.Int32
 }
+
+// The states of writeReq.claim.
+const (
+	claimOpen  int32 = iota // neither the caller nor the batch has decided
+	claimLeft               // the caller gave up first: the delete is not run
+	claimTaken              // the batch runs the delete: the caller waits for its count
+)
 
 type deleteReq struct {
 	before int64 // ms, exclusive
@@ -113,7 +130,9 @@ func newWriter(db *sql.DB, q queries, c config) *writer {
 
 // do queues o and waits for its answer. If ctx ends first, do returns at
 // once; the write may still be committed by a batch already under way (as
-// with any database whose reply is lost).
+// with any database whose reply is lost). A delete the batch has begun is
+// the exception: do waits for its count (see writeReq.claim), which comes
+// after that batch's COMMIT, with no further wait for the lock.
 func (w *writer) do(ctx context.Context, req *writeReq) result {
 	if err := checkCtx(ctx); err != nil {
 		return result{err: err}
@@ -141,8 +160,14 @@ func (w *writer) do(ctx context.Context, req *writeReq) result {
 		case r := <-req.out:
 			return r
 		default:
-			return result{err: checkCtx(ctx)}
 		}
+		if req.del != nil && !req.claim.CompareAndSwap(claimOpen, claimLeft) {
+			// The batch already runs this delete, holding the write lock
+			// (no more waiting for another process): its answer follows
+			// its COMMIT, and the rows it removed must be counted.
+			return <-req.out
+		}
+		return result{err: checkCtx(ctx)}
 	}
 }
 
@@ -392,6 +417,11 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 			results[i] = req.op(v, now)
 			continue
 		}
+		if !req.claim.CompareAndSwap(claimOpen, claimTaken) {
+			// Its caller left (claimLeft): nobody would count what it removes.
+			results[i] = result{err: checkCtx(req.ctx)}
+			continue
+		}
 		// A delete sees the writes queued before it, and those after it
 		// see what it removed.
 		if err := v.flush(ctx, c); err != nil {
@@ -427,6 +457,9 @@ func (w *writer) apply(batch []*writeReq) (results []result, err error) {
 		if epoch, gen, lost, err = w.stamp(ctx, c, now); err != nil {
 			return nil, err
 		}
+	}
+	if w.beforeCommit != nil {
+		w.beforeCommit()
 	}
 	if _, err := c.ExecContext(ctx, "COMMIT"); err != nil {
 		return nil, unavailable("write: commit", err)

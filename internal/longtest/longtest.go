@@ -1,0 +1,25 @@
+// Package longtest marks the tests that take minutes (the every-shape
+// demo, the cross-process reaps, the Redis Cluster kills): the README's
+// test command skips them, and they run when PAGPOLAR_LONG=1 is set, as
+// .ci/run sets it. A long test is a heavier variant of a check the short
+// run still makes; no money rule is proven only by a long test.
+package longtest
+
+import (
+	"os"
+	"testing"
+)
+
+// Env is the variable that turns the long tests on ("1").
+const Env = "PAGPOLAR_LONG"
+
+// Enabled reports whether the long tests run.
+func Enabled() bool { return os.Getenv(Env) == "1" }
+
+// Skip skips t unless the long tests run, saying how to run it.
+func Skip(t testing.TB) {
+	t.Helper()
+	if !Enabled() {
+		t.Skip("long test: run with " + Env + "=1 (as .ci/run does)")
+	}
+}
