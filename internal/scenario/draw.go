@@ -145,11 +145,11 @@ func drawFault(card bool) *rapid.Generator[Fault] {
 		case pagpolartest.FaultCommitThen500After:
 			f.Delay = rapid.SampledFrom([]time.Duration{100 * time.Millisecond, 500 * time.Millisecond}).Draw(t, "delay")
 		case pagpolartest.FaultLookupLag:
-			f.Delay = rapid.SampledFrom([]time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 2 * time.Second}).Draw(t, "lag")
+			f.Delay = rapid.SampledFrom([]time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond, 2 * time.Second}).Draw(t, "lag")
 		case pagpolartest.FaultLatency:
 			f.Delay = rapid.SampledFrom([]time.Duration{50 * time.Millisecond, 1500 * time.Millisecond}).Draw(t, "delay")
 		case pagpolartest.FaultCommitThenDrop, pagpolartest.FaultCommitThen500, pagpolartest.FaultCommitDropRelease:
-			f.LookupLag = rapid.SampledFrom([]time.Duration{0, 0, 200 * time.Millisecond}).Draw(t, "with-lag")
+			f.LookupLag = rapid.SampledFrom([]time.Duration{0, 0, 40 * time.Millisecond, 200 * time.Millisecond}).Draw(t, "with-lag")
 		}
 		return f
 	})

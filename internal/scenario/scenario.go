@@ -54,19 +54,19 @@ type Answers string
 
 // The kinds of answers.
 const (
-	PostPix          Answers = "post pix"
-	PostBoleto       Answers = "post boleto"
-	PostCard         Answers = "post credit_card"
-	PostSubscribe    Answers = "post subscribe"
-	PostPlanChange   Answers = "post plan_change"
-	PostRefund       Answers = "post refund"
-	ListSales        Answers = "list sales"
-	ListRefunds      Answers = "list refunds"
-	ListSubs         Answers = "list subscriptions"
-	GetSale          Answers = "get sale"
-	GetSubscription  Answers = "get subscription"
-	AnyAnswer        Answers = "any"
-	noAnswerKind     Answers = ""
+	PostPix         Answers = "post pix"
+	PostBoleto      Answers = "post boleto"
+	PostCard        Answers = "post credit_card"
+	PostSubscribe   Answers = "post subscribe"
+	PostPlanChange  Answers = "post plan_change"
+	PostRefund      Answers = "post refund"
+	ListSales       Answers = "list sales"
+	ListRefunds     Answers = "list refunds"
+	ListSubs        Answers = "list subscriptions"
+	GetSale         Answers = "get sale"
+	GetSubscription Answers = "get subscription"
+	AnyAnswer       Answers = "any"
+	noAnswerKind    Answers = ""
 )
 
 // Edit is one way of rewriting an answer.
@@ -200,7 +200,7 @@ const (
 	DoWebhooks                 // webhook deliveries (Events) reach the actor
 	DoPay                      // the customer pays the order's PIX or boleto (a decision moves later)
 	DoAmnesia                  // the key store forgets everything (a Redis without persistence restarts)
-	DoForgetOne                // the store forgets the order's PIX record only (a failover lost it)
+	DoForgetOne                // the store forgets its newest record (a failover to a replica that lagged)
 	DoAcceptLoss               // the operator settles what is open and accepts the store's loss
 )
 
@@ -219,9 +219,10 @@ func (a Action) isCall() bool { return a <= DoPlanChange }
 
 // GoString prints the scenario as Go source for a regression test.
 func (s Scenario) GoString() string {
-	out := fmt.Sprintf("%#v", s)
-	out = strings.ReplaceAll(out, "scenario.", "")
-	return out
+	type plain Scenario // without the method, or %#v would call it again
+	out := fmt.Sprintf("%#v", plain(s))
+	out = strings.ReplaceAll(out, "scenario.plain", "Scenario")
+	return strings.ReplaceAll(out, "scenario.", "")
 }
 
 // String describes the scenario in words, one step a line.

@@ -13,9 +13,9 @@ import (
 
 // figures sums what the scenarios of one test found.
 type figures struct {
-	mu                                    sync.Mutex
+	mu                                   sync.Mutex
 	scenarios, calls, unknown, unsettled int
-	exposures                             int
+	exposures                            int
 }
 
 func (f *figures) add(r Result) {
@@ -58,7 +58,7 @@ func checkScenario(t interface {
 
 // defaultChecks is the CI budget: about two minutes on the project's
 // 2-core machine. -rapid.checks=N (or SCENARIO_CHECKS=N) hunts longer.
-const defaultChecks = 150
+const defaultChecks = 300
 
 // TestScenarios draws scenarios and checks the ledger invariants on each
 // (see Check). A failure prints the minimal scenario (rapid shrinks it),

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
@@ -79,7 +81,13 @@ func (r *runner) step(index int, st Step) {
 	case DoAmnesia:
 		r.store.Forget()
 	case DoForgetOne:
-		r.store.Forget(pagpolar.RecordID(r.srv.CredentialID, opID(DoPix, st.Order, 0)))
+		// An async failover loses the newest writes, not an old record
+		// beside newer ones (which no store can tell from a deletion).
+		recs, err := r.store.List(ctx, keystore.Filter{Limit: 1000})
+		if err == nil && len(recs) > 0 {
+			sort.Slice(recs, func(i, j int) bool { return recs[i].CreatedAt.Before(recs[j].CreatedAt) })
+			r.store.Forget(recs[len(recs)-1].OperationID)
+		}
 	}
 }
 
