@@ -60,7 +60,9 @@ func (r *runner) step(index int, st Step) {
 		r.resumeAll(ctx, c, index)
 	case DoAcceptLoss:
 		r.resumeAll(ctx, c, index)
-		_ = r.store.AcceptLoss(ctx, "scenario: unfinished operations settled by ResumeAll")
+		if r.store.AcceptLoss(ctx, "scenario: unfinished operations settled by ResumeAll") == nil {
+			r.acceptedLoss()
+		}
 	case DoRestart:
 		if nc, err := r.newClient(actor); err == nil {
 			r.cls[actor] = nc
@@ -87,6 +89,20 @@ func (r *runner) step(index int, st Step) {
 		if err == nil && len(recs) > 0 {
 			sort.Slice(recs, func(i, j int) bool { return recs[i].CreatedAt.Before(recs[j].CreatedAt) })
 			r.store.Forget(recs[len(recs)-1].OperationID)
+		}
+	}
+}
+
+// acceptedLoss marks the operations whose record the store lost and the
+// operator gave up on: nothing remembers that they were sent, so calling
+// one again sends it as new (an exposure the operator accepted, see
+// TestAmnesia_AcceptedLossChargesAgain).
+func (r *runner) acceptedLoss() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for op := range r.keys {
+		if _, err := r.store.Get(context.Background(), pagpolar.RecordID(r.srv.CredentialID, op)); err != nil {
+			r.exposed[op] = true
 		}
 	}
 }
