@@ -1,14 +1,19 @@
 package scenario
 
 import (
+	"errors"
 	"flag"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/pagpolar/pagpolar-go"
 )
 
 // figures sums what the scenarios of one test found.
@@ -16,6 +21,7 @@ type figures struct {
 	mu                                   sync.Mutex
 	scenarios, calls, unknown, unsettled int
 	exposures                            int
+	reasons                              map[string]int // why calls answered unknown
 }
 
 func (f *figures) add(r Result) {
@@ -26,6 +32,31 @@ func (f *figures) add(r Result) {
 	f.unknown += r.Unknown
 	f.unsettled += r.Unsettled
 	f.exposures += len(r.Violations) - len(r.Failures())
+	for _, rep := range r.Reports {
+		var ou *pagpolar.OutcomeUnknownError
+		if rep.Step > 0 && rep.Outcome == Unknown && errors.As(rep.Err, &ou) {
+			if f.reasons == nil {
+				f.reasons = map[string]int{}
+			}
+			f.reasons[reasonClass(ou.Reason)]++
+		}
+	}
+}
+
+// reasonClass shortens an unknown's reason to its kind (identifiers cut).
+func reasonClass(r string) string {
+	words := strings.Fields(r)
+	var keep []string
+	for _, w := range words {
+		if strings.ContainsAny(w, "0123456789") {
+			w = "…"
+		}
+		keep = append(keep, w)
+		if len(keep) == 8 {
+			break
+		}
+	}
+	return strings.Join(keep, " ")
 }
 
 // checkScenario runs sc and fails t with the minimal reproduction.
@@ -88,4 +119,19 @@ func TestScenarios(t *testing.T) {
 	}
 	t.Logf("%d scenarios in %s: %d calls, %d answered unknown (%.1f%%), %d operations unsettled after the final ResumeAll, %d violations under documented exposures",
 		fig.scenarios, time.Since(start).Round(time.Second), fig.calls, fig.unknown, 100*share, fig.unsettled, fig.exposures)
+	type kv struct {
+		k string
+		n int
+	}
+	var top []kv
+	for k, n := range fig.reasons {
+		top = append(top, kv{k, n})
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n || top[i].n == top[j].n && top[i].k < top[j].k })
+	for i, x := range top {
+		if i == 8 {
+			break
+		}
+		t.Logf("  unknown because %q…: %d", x.k, x.n)
+	}
 }

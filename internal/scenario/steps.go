@@ -17,8 +17,10 @@ import (
 
 // step runs one step (index is 1-based).
 func (r *runner) step(index int, st Step) {
-	actor := st.Actor % len(r.cls)
+	actor := st.Actor % len(r.hosts)
+	r.mu.Lock()
 	c := r.cls[actor]
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), callBudget)
 	defer cancel()
 	if st.GiveUp {
@@ -65,7 +67,9 @@ func (r *runner) step(index int, st Step) {
 		}
 	case DoRestart:
 		if nc, err := r.newClient(actor); err == nil {
+			r.mu.Lock()
 			r.cls[actor] = nc
+			r.mu.Unlock()
 		}
 	case DoAdvance:
 		r.clock.Advance(st.Advance)
