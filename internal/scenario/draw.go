@@ -134,6 +134,11 @@ func drawFault(card bool) *rapid.Generator[Fault] {
 		if card {
 			actions = append(actions, pagpolartest.FaultDecline) // the card is declined
 		}
+		// Asynchronous decisions the fake learns (a card answered pending
+		// and decided by a later event, a plan change scheduled for the
+		// next cycle) are one more line each here, or, as shapes, drawn
+		// with the others from pagpolartest.AllShapes (a refund answered
+		// "requested" already is: ShapeRefundRequested).
 		f := Fault{Action: rapid.SampledFrom(actions).Draw(t, "fault")}
 		switch f.Action {
 		case pagpolartest.FaultGateway, pagpolartest.FaultGatewayAfterCommit:
