@@ -190,7 +190,7 @@ const (
 	DoBoleto                   // charge the order by boleto
 	DoCard                     // charge the order by card
 	DoSubscribe                // subscribe the order to plan-basic
-	DoRefund                   // refund #N (R$15) of the setup card sale
+	DoRefund                   // refund #N (R$15 + R$10×N) of the setup card sale
 	DoPlanChange               // plan change #N of the setup subscription
 	DoResume                   // Resume the operation of kind Of for Order / N (a settling job)
 	DoResumeAll                // ResumeAll

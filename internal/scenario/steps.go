@@ -171,7 +171,7 @@ func (r *runner) call(ctx context.Context, c *pagpolar.Client, st Step) (id, key
 		}
 		return res.Subscription.ID, res.Operation.Key, nil
 	case DoRefund:
-		res, err := c.Refunds.Create(ctx, pagpolar.RefundParams{OperationID: opID(DoRefund, 0, st.N), SaleID: r.saleID, Amount: refundAmount})
+		res, err := c.Refunds.Create(ctx, pagpolar.RefundParams{OperationID: opID(DoRefund, 0, st.N), SaleID: r.saleID, Amount: refundAmount + 1000*int64(st.N)})
 		if err != nil {
 			return "", "", err
 		}
