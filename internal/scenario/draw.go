@@ -36,10 +36,12 @@ func drawMutation() *rapid.Generator[Mutation] {
 			Answers: rapid.SampledFrom([]Answers{PostPix, PostBoleto, PostCard, PostSubscribe, PostPlanChange, PostRefund,
 				ListSales, ListRefunds, ListSubs, GetSale, GetSubscription, AnyAnswer}).Draw(t, "answers"),
 			Edit: rapid.SampledFrom([]Edit{EditRename, EditAlias, EditRemove, EditNumberString, EditStringNumber, EditUpper, EditTitle,
-				EditTimeUnix, EditTimeNoZone, EditTimeOffset, EditWrap, EditBareList, EditMoreFlag, EditCompact, EditTotalMore}).Draw(t, "edit"),
+				EditTimeUnix, EditTimeNoZone, EditTimeOffset, EditSaleAmount, EditWrap, EditBareList, EditMoreFlag, EditCompact, EditTotalMore}).Draw(t, "edit"),
 		}
 		switch m.Edit {
 		case EditWrap, EditBareList, EditMoreFlag, EditCompact, EditTotalMore:
+		case EditSaleAmount:
+			m.Answers = rapid.SampledFrom([]Answers{PostRefund, ListRefunds}).Draw(t, "refund-answers")
 		case EditTimeUnix, EditTimeNoZone, EditTimeOffset:
 			m.Field = "created_at"
 		case EditUpper, EditTitle:

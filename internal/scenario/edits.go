@@ -91,11 +91,25 @@ func applyEdit(kind Answers, v any, m Mutation) any {
 		}
 		return v
 	}
+	if m.Edit == EditSaleAmount {
+		if kind == PostRefund || kind == ListRefunds {
+			for _, o := range objects(v) {
+				if a, ok := o["amount"]; ok {
+					o["refund_amount"], o["amount"] = a, json.Number(strconv.Itoa(setupSaleAmount))
+				}
+			}
+		}
+		return v
+	}
 	for _, o := range objects(v) {
 		editField(o, m.Edit, m.Field)
 	}
 	return v
 }
+
+// setupSaleAmount is the amount of the sale the scenarios refund
+// (offer-premium).
+const setupSaleAmount = 19990
 
 // objects returns the answer's objects: a list's items (in any of the
 // forms the body edits give it) or the object itself.

@@ -24,6 +24,7 @@ func TestMutate_EveryEditChangesItsAnswer(t *testing.T) {
 		{Mutation{PostPix, EditTimeOffset, "created_at"}, sale}, {Mutation{PostPix, EditUpper, "status"}, sale},
 		{Mutation{PostPix, EditTitle, "payment_method"}, sale}, {Mutation{PostPix, EditNumberString, "amount"}, sale},
 		{Mutation{PostPix, EditStringNumber, "external_reference"}, sale},
+		{Mutation{ListRefunds, EditSaleAmount, ""}, list},
 	}
 	for _, f := range editFields {
 		edits = append(edits, struct {

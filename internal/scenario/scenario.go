@@ -85,6 +85,7 @@ const (
 	EditTimeUnix     Edit = "time-unix"     // a time as Unix seconds
 	EditTimeNoZone   Edit = "time-no-zone"  // a time without zone ("2026-12-01 21:00:00")
 	EditTimeOffset   Edit = "time-offset"   // a time in another zone (+05:30)
+	EditSaleAmount   Edit = "sale-amount"   // a refund's amount is its sale's; its own is under refund_amount
 	// Body edits (Field unused).
 	EditWrap      Edit = "wrap"       // the object nested: {"data": {...}} or a list's {"data": {"items": [...]}}
 	EditBareList  Edit = "bare-list"  // a list as a top-level JSON array
