@@ -23,13 +23,23 @@ type hostClock struct {
 	base *pagpolartest.Clock
 	skew atomic.Int64 // time.Duration
 	warp *atomic.Bool // shared by every host of a run
+	// held reports whether the fake has requests waiting on the Clock (a
+	// hold, a slow answer, latency); nil: never.
+	held func() bool
 }
 
 func (c *hostClock) Now() time.Time { return c.base.Now().Add(time.Duration(c.skew.Load())) }
 
 func (c *hostClock) After(d time.Duration) <-chan time.Time {
 	if d > 0 && c.warp.Load() {
+		waiting := c.held != nil && c.held()
 		c.base.Advance(d)
+		if waiting {
+			// A hold this wait ended must run before the client goes on:
+			// on a real clock its commit would come before the client's
+			// next look, which the warp would otherwise overtake.
+			time.Sleep(20 * time.Millisecond)
+		}
 		d = 0
 	}
 	if d <= 0 {

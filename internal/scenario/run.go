@@ -132,7 +132,7 @@ func Run(sc Scenario) (Result, error) {
 		return Result{}, err
 	}
 	for i := range sc.Clients {
-		h := &hostClock{base: r.clock, warp: &r.warp}
+		h := &hostClock{base: r.clock, warp: &r.warp, held: r.held}
 		h.skew.Store(int64(sc.ClientSkew))
 		r.hosts = append(r.hosts, h)
 		c, err := r.newClient(i)
@@ -164,6 +164,13 @@ func Run(sc Scenario) (Result, error) {
 		res.Violations = append(res.Violations, Violation{OpID: "goroutine", What: "left running after the run: " + g})
 	}
 	return res, err
+}
+
+// held reports whether the fake has a request waiting on the Clock.
+func (r *runner) held() bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return r.srv.WaitHolds(ctx, 1) == nil
 }
 
 func (r *runner) newClient(actor int) (*pagpolar.Client, error) {

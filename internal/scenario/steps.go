@@ -209,7 +209,7 @@ func (r *runner) finish() (Result, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	r.clock.Advance(time.Minute)
-	h := &hostClock{base: r.clock, warp: &r.warp}
+	h := &hostClock{base: r.clock, warp: &r.warp, held: r.held}
 	r.hosts = append(r.hosts, h)
 	settler, err := r.newClient(len(r.hosts) - 1)
 	if err != nil {
