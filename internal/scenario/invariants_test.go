@@ -1,0 +1,108 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func sale(id, key, status string, at time.Duration) pagpolartest.LedgerSale {
+	return pagpolartest.LedgerSale{Sale: wire.Sale{Identifier: id, Status: status, ExternalReference: "1001", PaymentMethod: "pix"},
+		CredentialID: "cred", Key: key, CreatedAt: t0.Add(at)}
+}
+
+func sent(key string, at time.Duration) pagpolartest.RequestLog {
+	return pagpolartest.RequestLog{Key: key, At: t0.Add(at), Method: "POST"}
+}
+
+// Each invariant of Check, with a ledger and reports that keep it and
+// ones that break it.
+func TestCheck_Invariants(t *testing.T) {
+	keys := map[string]string{"pix:1001": "k1"}
+	cases := []struct {
+		name    string
+		ledger  pagpolartest.Ledger
+		reports []Report
+		final   map[string]keystore.Record
+		want    string // a fragment of the one violation expected; "" for none
+	}{
+		{name: "one effect, reported", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 0)}},
+			reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: Succeeded, EffectID: "s1", At: t0.Add(time.Second)}}},
+		{name: "two effects of one operation", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 0), sale("s2", "k1", "pending", time.Second)}},
+			want: "2 successful effects"},
+		{name: "an effect under a key nobody has", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s9", "k9", "paid", 0)}},
+			want: "no operation of the run has"},
+		{name: "success naming a declined sale", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "declined", 0)}},
+			reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: Succeeded, EffectID: "s1", At: t0.Add(time.Second)}}, want: "did not take effect"},
+		{name: "success without an effect", reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: Succeeded, EffectID: "s1", At: t0}},
+			want: "not an effect of this operation"},
+		{name: "failed while the effect exists", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 0)}, Requests: []pagpolartest.RequestLog{sent("k1", 0)}},
+			reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: Failed, At: t0.Add(time.Second)}}, want: "said failed"},
+		{name: "not executed while the effect was on its way", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 5*time.Second)}, Requests: []pagpolartest.RequestLog{sent("k1", 0)}},
+			reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: NotExecuted, At: t0.Add(time.Second)}}, want: "on its way"},
+		{name: "not executed, then sent again by the caller", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 5*time.Second)}, Requests: []pagpolartest.RequestLog{sent("k1", 0), sent("k1", 4*time.Second)}},
+			reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: NotExecuted, At: t0.Add(time.Second)}}},
+		{name: "unknown breaks nothing", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 0)}},
+			reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: Unknown, At: t0.Add(time.Second)}}},
+		{name: "store says not executed, the ledger has the effect", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 0)}},
+			final: map[string]keystore.Record{"pix:1001": {State: keystore.StateNotExecuted}}, want: "the store says not_executed"},
+		{name: "store says succeeded, the ledger has nothing", final: map[string]keystore.Record{"pix:1001": {State: keystore.StateSucceeded, ResultRef: "s1"}},
+			want: "no successful effect"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			vs := Check(Truth{Ledger: c.ledger, Keys: keys}, c.reports, c.final)
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.String())
+			}
+			switch {
+			case c.want == "" && len(vs) > 0:
+				t.Fatalf("want no violation, got %q", got)
+			case c.want != "" && (len(vs) == 0 || !strings.Contains(strings.Join(got, "|"), c.want)):
+				t.Fatalf("want a violation with %q, got %q", c.want, got)
+			}
+		})
+	}
+}
+
+// A violation of an operation that met a documented exposure is counted
+// as such, not failed.
+func TestCheck_ExposureIsCountedNotFailed(t *testing.T) {
+	l := pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 0), sale("s2", "k1", "pending", time.Second)}}
+	r := Result{Violations: Check(Truth{Ledger: l, Keys: map[string]string{"pix:1001": "k1"}, Exposed: map[string]bool{"pix:1001": true}}, nil, nil)}
+	if len(r.Violations) == 0 || len(r.Failures()) != 0 {
+		t.Fatalf("violations %v, failures %v: want violations, all under the exposure", r.Violations, r.Failures())
+	}
+}
+
+// What each error the SDK returns claims about the effect.
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, Succeeded},
+		{&pagpolar.OutcomeUnknownError{OperationID: "x"}, Unknown},
+		{&pagpolar.OperationError{State: "failed", Err: pagpolar.ErrDeclined}, Failed},
+		{&pagpolar.OperationError{State: "not_executed", Err: pagpolar.ErrRateLimited}, NotExecuted},
+		{&pagpolar.OperationError{State: "succeeded", Err: pagpolar.ErrParamsMismatch}, Succeeded},
+		{fmt.Errorf("x: %w", pagpolar.ErrStoreUnavailable), NoClaim},
+		{fmt.Errorf("x: %w", pagpolar.ErrInProgress), NoClaim},
+		{errors.New("context deadline exceeded"), NoClaim},
+	}
+	for _, c := range cases {
+		if got := classify(c.err); got != c.want {
+			t.Errorf("classify(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+}

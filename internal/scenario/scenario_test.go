@@ -1,0 +1,137 @@
+package scenario
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/pagpolar/pagpolar-go"
+)
+
+// figures sums what the scenarios of one test found.
+type figures struct {
+	mu                                   sync.Mutex
+	scenarios, calls, unknown, unsettled int
+	exposures                            int
+	reasons                              map[string]int // why calls answered unknown
+}
+
+func (f *figures) add(r Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scenarios++
+	f.calls += r.Calls
+	f.unknown += r.Unknown
+	f.unsettled += r.Unsettled
+	f.exposures += len(r.Violations) - len(r.Failures())
+	for _, rep := range r.Reports {
+		var ou *pagpolar.OutcomeUnknownError
+		if rep.Step > 0 && rep.Outcome == Unknown && errors.As(rep.Err, &ou) {
+			if f.reasons == nil {
+				f.reasons = map[string]int{}
+			}
+			f.reasons[reasonClass(ou.Reason)]++
+		}
+	}
+}
+
+// reasonClass shortens an unknown's reason to its kind (identifiers cut).
+func reasonClass(r string) string {
+	words := strings.Fields(r)
+	var keep []string
+	for _, w := range words {
+		if strings.ContainsAny(w, "0123456789") {
+			w = "…"
+		}
+		keep = append(keep, w)
+		if len(keep) == 8 {
+			break
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// checkScenario runs sc and fails t with the minimal reproduction.
+func checkScenario(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, sc Scenario, fig *figures) {
+	t.Helper()
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatalf("run: %v\nscenario:\n%s", err, sc)
+	}
+	if fig != nil {
+		fig.add(res)
+	}
+	if fails := res.Failures(); len(fails) > 0 {
+		msg := ""
+		for _, v := range fails {
+			msg += "\n  " + v.String()
+		}
+		for _, rep := range res.Reports {
+			msg += "\n  report: step " + strconv.Itoa(rep.Step) + " " + rep.OpID + " " + rep.Outcome.String() + " " + rep.EffectID
+			if rep.Err != nil {
+				msg += " (" + rep.Err.Error() + ")"
+			}
+		}
+		t.Fatalf("invariants broken:%s\nscenario:\n%s\nas Go source (for a regression test: checkScenario(t, <this>, nil)):\n%#v", msg, sc, sc)
+	}
+}
+
+// defaultChecks is the CI budget: about two minutes on the project's
+// 2-core machine. -rapid.checks=N (or SCENARIO_CHECKS=N) hunts longer.
+const defaultChecks = 300
+
+// TestScenarios draws scenarios and checks the ledger invariants on each
+// (see Check). A failure prints the minimal scenario (rapid shrinks it),
+// as words and as Go source, and rapid prints the seed to run it again:
+//
+//	go test ./internal/scenario -run TestScenarios -rapid.seed=N
+func TestScenarios(t *testing.T) {
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" { // rapid's default: not set by the caller
+		n := defaultChecks
+		if s := os.Getenv("SCENARIO_CHECKS"); s != "" {
+			n, _ = strconv.Atoi(s)
+		}
+		_ = f.Value.Set(strconv.Itoa(n))
+		defer func() { _ = f.Value.Set("100") }()
+	}
+	if testing.Short() {
+		_ = flag.Set("rapid.checks", "20")
+	}
+	var fig figures
+	start := time.Now()
+	rapid.Check(t, func(rt *rapid.T) {
+		checkScenario(rt, Draw(rt), &fig)
+	})
+	share := 0.0
+	if fig.calls > 0 {
+		share = float64(fig.unknown) / float64(fig.calls)
+	}
+	t.Logf("%d scenarios in %s: %d calls, %d answered unknown (%.1f%%), %d operations unsettled after the final ResumeAll, %d violations under documented exposures",
+		fig.scenarios, time.Since(start).Round(time.Second), fig.calls, fig.unknown, 100*share, fig.unsettled, fig.exposures)
+	type kv struct {
+		k string
+		n int
+	}
+	var top []kv
+	for k, n := range fig.reasons {
+		top = append(top, kv{k, n})
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].n > top[j].n || top[i].n == top[j].n && top[i].k < top[j].k })
+	for i, x := range top {
+		if i == 8 {
+			break
+		}
+		t.Logf("  unknown because %q…: %d", x.k, x.n)
+	}
+}
