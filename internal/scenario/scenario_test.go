@@ -108,6 +108,14 @@ func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		_ = flag.Set("rapid.checks", "20")
 	}
+	// The seed, printed: a run reproduces with -rapid.seed=N.
+	if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" {
+		_ = f.Value.Set(strconv.FormatUint(uint64(time.Now().UnixNano()), 10))
+		defer func() { _ = f.Value.Set("0") }()
+	}
+	if f := flag.Lookup("rapid.seed"); f != nil {
+		t.Logf("seed: go test ./internal/scenario -run TestScenarios -rapid.seed=%s", f.Value.String())
+	}
 	var fig figures
 	start := time.Now()
 	rapid.Check(t, func(rt *rapid.T) {
