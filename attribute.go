@@ -256,8 +256,11 @@ func compareMethod(e effect, f opFacts, found bool) (attribution, string, bool) 
 	case wire.Unreadable:
 		return attrUnclear, e.label() + " has a payment method the SDK cannot read", true
 	case wire.Absent:
-		if found && !f.snapshotted {
-			return attrUnclear, e.label() + " shows no payment method, and no snapshot proves it new", true
+		if found {
+			// New since the snapshot is not ours: another operation on the
+			// same reference (a PIX after a card that was never processed)
+			// makes one just as new, and only the method tells them apart.
+			return attrUnclear, e.label() + " shows no payment method, so nothing tells it from another operation's on the same reference", true
 		}
 		return 0, "", false
 	}

@@ -77,7 +77,9 @@ func TestAttributeFound(t *testing.T) {
 		{"learned method, same", effSale, sale(`,"payment_method":"zz"`), func() opFacts { f := pixFacts(); f.shapes = learnedZZ; return f }, attrOurs},
 		{"learned method is no proof of another", effSale, sale(`,"payment_method":"zz"`), func() opFacts { f := cardFacts(); f.shapes = learnedZZ; return f }, attrUnclear},
 		{"no method, no snapshot", effSale, sale(``), pixFacts, attrUnclear},
-		{"no method, snapshot", effSale, sale(``), func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrOurs},
+		// New since the snapshot is not ours: another operation on the
+		// reference may have made it; only the method tells them apart.
+		{"no method, snapshot", effSale, sale(``), func() opFacts { f := pixFacts(); f.snapshotted = true; return f }, attrUnclear},
 		{"another reference (filter ignored?)", effSale, strings.Replace(sale(`,"payment_method":"pix"`), `"o1"`, `"o2"`, 1), pixFacts, attrUnclear},
 		{"a subscription's sale", effSale, sale(`,"payment_method":"pix","subscription_id":"sub_1"`), pixFacts, attrOther},
 		{"subscription_id 0 is none", effSale, sale(`,"payment_method":"pix","subscription_id":0`), pixFacts, attrOurs},
@@ -108,7 +110,7 @@ func TestAttributeFound(t *testing.T) {
 		{"subscription changed plan since", effSubscription, `{"id":"sub_9","external_reference":"o1","offer_identifier":"plan-pro","payment_method":"pix","status":"active","created_at":"` + ts(time.Second) + `","plan_changes":[{"id":"pc1","from_offer_identifier":"offer-basic","offer_identifier":"plan-pro"}]}`,
 			func() opFacts { f := pixFacts(); f.kind = kindSubscribe; return f }, attrOurs},
 		{"subscription without created_at and method, snapshot", effSubscription, `{"id":"sub_9","external_reference":"o1","offer_identifier":"offer-basic","status":"active"}`,
-			func() opFacts { f := pixFacts(); f.kind, f.snapshotted = kindSubscribe, true; return f }, attrOurs},
+			func() opFacts { f := pixFacts(); f.kind, f.snapshotted = kindSubscribe, true; return f }, attrUnclear},
 		{"subscription without created_at and method, no snapshot", effSubscription, `{"id":"sub_9","external_reference":"o1","offer_identifier":"offer-basic","status":"active"}`,
 			func() opFacts { f := pixFacts(); f.kind = kindSubscribe; return f }, attrUnclear},
 		{"plan change to another offer", effPlanChange, `{"id":"pc9","offer_identifier":"plan-basic","status":"applied","created_at":"` + ts(time.Second) + `"}`,
