@@ -55,8 +55,13 @@ func (c *Client) idempotencyKey(opID string) string {
 	return c.derivedKey(opID)
 }
 
-func (c *Client) derivedKey(opID string) string {
-	return uuid.NewSHA1(keyNamespace, []byte(c.credentialID+"\x00"+opID)).String()
+func (c *Client) derivedKey(opID string) string { return DerivedKey(c.credentialID, opID) }
+
+// DerivedKey is the Idempotency-Key a client of credentialID sends for
+// operation opID (without WithRandomKeys): the key its records carry, for
+// tools that write or check records by hand.
+func DerivedKey(credentialID, opID string) string {
+	return uuid.NewSHA1(keyNamespace, []byte(credentialID+"\x00"+opID)).String()
 }
 
 // randomKey is a UUIDv4 whose first half is random and whose second half

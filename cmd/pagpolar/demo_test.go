@@ -175,6 +175,16 @@ func TestDemoEveryShape(t *testing.T) {
 			t.Logf("known open exposure, shape %v: %d charged twice, %d unknown at the end", rep.Shapes, len(c.Duplicates), len(c.Unknown))
 			continue
 		}
+		if len(rep.Shapes) == 1 && rep.Shapes[0] == string(pagpolartest.ShapeDateStepBack) {
+			// An API clock stepped back an hour makes lists look like stored
+			// copies for a while: operations stay unknown or not executed at
+			// the end (liveness, reported), never a wrong answer (asserted).
+			if len(c.Duplicates)+len(c.FalseFailures)+len(c.WithoutEffect)+len(c.Orphans) != 0 {
+				t.Errorf("shapes %v: %+v", rep.Shapes, c)
+			}
+			t.Logf("shapes %v: %d unfinished, %d unknown at the end (liveness)", rep.Shapes, len(c.Unfinished), len(c.Unknown))
+			continue
+		}
 		if !rep.OK() || len(c.Duplicates)+len(c.FalseFailures)+len(c.WithoutEffect)+len(c.Orphans) != 0 {
 			t.Errorf("shapes %v: %+v", rep.Shapes, c)
 		}

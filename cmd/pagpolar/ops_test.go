@@ -49,7 +49,7 @@ func sqliteStore(t *testing.T, cred string, opIDs ...string) string {
 		t.Fatal(err)
 	}
 	for _, op := range opIDs {
-		if _, err := s.Create(ctx, keystore.Record{OperationID: pagpolar.RecordID(cred, op), Key: "key-" + op, Kind: "pix", Fingerprint: "f"}, "test", time.Millisecond); err != nil {
+		if _, err := s.Create(ctx, keystore.Record{OperationID: pagpolar.RecordID(cred, op), Key: pagpolar.DerivedKey(cred, op), Kind: "pix", Fingerprint: "f", Meta: []byte(`{"path":"/payments/pix"}`)}, "test", time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	}
