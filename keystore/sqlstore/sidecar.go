@@ -149,6 +149,22 @@ func (s *Store) checkSidecar(ctx context.Context, db *sql.DB, m row, fresh bool,
 	if err != nil {
 		return err
 	}
+	if why != "" && !fresh {
+		// m was read before the file beside, which another process may
+		// have brought forward meanwhile (it writes the file after each
+		// commit): read the marker again, now after the file. A marker that
+		// is still behind is behind for good.
+		again, found, rerr := readMarker(ctx, db, s.q)
+		if rerr != nil {
+			return rerr
+		}
+		if found {
+			m = again
+			if why, err = s.sidecarWhy(m, fresh); err != nil {
+				return err
+			}
+		}
+	}
 	if why != "" {
 		if _, err := db.ExecContext(ctx, s.q.loseMark, markerID, m.key, why, now); err != nil {
 			return unavailable("mark the table lost", err)
