@@ -700,13 +700,15 @@ func testListSnapshot(t *testing.T, s webhook.Store) {
 		close(stop)
 		wg.Wait()
 	}()
-	deadline := time.Now().Add(3 * time.Second)
+	// At least 400 Lists and 20 state changes among them (a loaded machine
+	// may starve the churners for a while), within 30 s.
+	deadline := time.Now().Add(30 * time.Second)
 	lists := 0
 	filters := []webhook.Filter{
 		{Limit: 1000},
 		{States: []webhook.State{webhook.StateReceived, webhook.StateProcessing, webhook.StateError, webhook.StateDead}, Limit: 1000},
 	}
-	for lists < 400 && time.Now().Before(deadline) {
+	for (lists < 400 || moves.Load() < 20) && time.Now().Before(deadline) {
 		f := filters[lists%len(filters)]
 		rs, err := s.List(ctx(t), f)
 		if err != nil {
