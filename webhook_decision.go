@@ -44,7 +44,7 @@ func (c *Client) effectIndex(ctx context.Context, e *exec, eff effect) {
 		return
 	}
 	_, name := decisionKinds(eff.kind)
-	rec := keystore.Record{OperationID: c.storeID(claimOpID(name, eff.ID)), Key: "-", Kind: kindClaim,
+	rec := keystore.Record{OperationID: c.storeID(claimOpID(name, eff.ID)), Key: c.claimKey(name, eff.ID), Kind: kindClaim,
 		State: keystore.StateSucceeded, ResultRef: e.s.id}
 	got, err := c.store.Create(ctx, rec, c.owner, c.policy.LeaseTTL)
 	switch {
@@ -71,7 +71,7 @@ func (c *Client) decisionsFromEvent(ctx context.Context, eff effect) (out []Resu
 	}
 	idx, ierr := c.store.Get(ctx, c.storeID(claimOpID(name, eff.ID)))
 	switch {
-	case ierr == nil && idx.Kind == kindClaim && idx.ResultRef != "":
+	case ierr == nil && idx.Kind == kindClaim && idx.ResultRef != "" && idx.Key == c.claimKey(name, eff.ID):
 		opIDs = append(opIDs, idx.ResultRef)
 	case ierr != nil && !errors.Is(ierr, keystore.ErrNotFound):
 		return nil, nil, ierr
