@@ -654,21 +654,22 @@ func TestKnownExposure_ServerProcessingPastWindow(t *testing.T) {
 	pol := testPolicy()
 	pol.AttemptTimeout = 80 * time.Millisecond
 	f := newFixture(t, nil, WithRetryPolicy(pol))
-	// Held for twice the window: the mark expires at 300 ms, the commit
-	// lands at 800 ms.
-	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultHold, Delay: 800 * time.Millisecond, Times: 1})
+	// Held for ten windows: the mark expires at 300 ms, a lookup proves
+	// its list newer than the trust moment within about two seconds more
+	// (the Date header's whole seconds), the commit lands at 3 s.
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultHold, Delay: 3 * time.Second, Times: 1})
 	if _, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-late", Customer: goodCustomer}); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for the held request to commit.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for f.successful("sale") < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // real time is the subject here: the hold runs on it
 	}
 	if n := f.successful("sale"); n != 2 {
 		t.Fatalf("%d sales; the fake should reproduce the documented exposure (2)", n)
 	}
-	t.Logf("exposure reproduced: a hold of 800ms past a 300ms window gives 2 sales for one operation")
+	t.Logf("exposure reproduced: a hold of 3s past a 300ms window gives 2 sales for one operation")
 }
 
 // TestSafetyRule5_PendingRecordLeftByCrash_EveryRoute: on every money route,

@@ -2,6 +2,8 @@ package pagpolar
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +61,11 @@ type lookupOutcome struct {
 	refs   []string // unclear: the effects it could not attribute, as labels for messages
 	seen   []string // unclear: their identifiers, which the record remembers (opMeta.Unclear)
 	reason string
+	// notCurrent: unclear only because the answer could not be proven
+	// current (a stored copy, or a Date that does not yet prove it
+	// postdates the trust moment); a later lookup may prove what this one
+	// could not, so a caller that may wait looks again.
+	notCurrent bool
 }
 
 type lookupKind int
@@ -101,18 +108,19 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 // attributes it.
 func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (lookupOutcome, error) {
 	var (
-		items    []json.RawMessage
-		complete bool
-		why      string
-		err      error
+		items      []json.RawMessage
+		complete   bool
+		why        string
+		notCurrent bool
+		err        error
 	)
 	switch kind {
 	case kindPix, kindBoleto, kindCreditCard:
-		items, complete, why, err = c.readList(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
+		items, complete, why, notCurrent, err = c.readListAt(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
 	case kindRefund:
-		items, complete, why, err = c.readList(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1, m.TrustAfter)
+		items, complete, why, notCurrent, err = c.readListAt(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1, m.TrustAfter)
 	case kindSubscribe:
-		items, complete, why, err = c.readList(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
+		items, complete, why, notCurrent, err = c.readListAt(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
 		if ae := (*APIError)(nil); errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405 || ae.StatusCode == 501) {
 			return lookupOutcome{kind: lookupUnsupported, reason: fmt.Sprintf("GET %s?external_reference= answered %d", wire.RouteSubscriptions, ae.StatusCode)}, nil
 		}
@@ -130,23 +138,25 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 	if err != nil {
 		return lookupOutcome{}, err
 	}
-	return settleFound(effs, c.facts(kind, m, claimed), complete, why, m.Unclear), nil
+	lo := settleFound(effs, c.facts(kind, m, claimed), complete, why, m.Unclear)
+	lo.notCurrent = notCurrent && lo.kind == lookupUnclear && len(lo.refs) == 0
+	return lo, nil
 }
 
 // lookupPlanChange reads the subscription: its plan changes if the API
 // lists them, else its current offer.
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
 	sent := c.clock.Now()
-	floor, floorOK := c.srvClock.dateFloor(sent)
+	proof := c.dateProofAt(sent)
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
 	}
 	if why, cached := servedByCache(r.header, sent, m.TrustAfter); cached {
-		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
+		return lookupOutcome{kind: lookupUnclear, notCurrent: true, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
-	if why, stale := staleByDate(r.header, floor, floorOK, sent, m.TrustAfter); stale {
-		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
+	if why, stale := staleByDate(r.header, proof, sent, m.TrustAfter); stale {
+		return lookupOutcome{kind: lookupUnclear, notCurrent: true, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
 	sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
 	if err != nil {
@@ -317,30 +327,48 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 // notBefore is the moment a cached copy must postdate (servedByCache; zero
 // for a snapshot).
 func (c *Client) readList(ctx context.Context, path string, q url.Values, attempts int, notBefore time.Time) (items []json.RawMessage, complete bool, why string, err error) {
+	items, complete, why, _, err = c.readListAt(ctx, path, q, attempts, notBefore)
+	return items, complete, why, err
+}
+
+// readListAt is readList that also says whether the list stopped at a page
+// that cannot be proven current (notCurrent: a stored copy, or a Date that
+// does not yet prove the page postdates notBefore): a later read may prove
+// what this one could not.
+func (c *Client) readListAt(ctx context.Context, path string, q url.Values, attempts int, notBefore time.Time) (items []json.RawMessage, complete bool, why string, notCurrent bool, err error) {
 	const maxPages = 200
 	u := c.url(path, q)
 	seenURL := map[string]bool{}
 	seenID := map[string]bool{}
 	for range maxPages {
 		if seenURL[u.String()] {
-			return items, false, "the list's next page points back at a page already read", nil
+			return items, false, "the list's next page points back at a page already read", false, nil
 		}
 		seenURL[u.String()] = true
 		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
-		floor, floorOK := c.srvClock.dateFloor(sent)
+		proof := c.dateProofAt(sent)
+		if notBefore.IsZero() && !proof.floorOK {
+			// A snapshot with nothing yet known of the API's clock could
+			// not tell a stored copy (which would hide the effects made
+			// since, to be taken later for this operation's): one read
+			// no cache can have a copy of places the clock first.
+			c.probeClock(ctx)
+			sent = c.clock.Now()
+			proof = c.dateProofAt(sent)
+		}
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
-			return nil, false, "", err
+			return nil, false, "", false, err
 		}
 		if why, cached := servedByCache(r.header, sent, notBefore); cached {
-			return items, false, why, nil
+			return items, false, why, true, nil
 		}
-		if why, stale := staleByDate(r.header, floor, floorOK, sent, notBefore); stale {
-			return items, false, why, nil
+		if why, stale := staleByDate(r.header, proof, sent, notBefore); stale {
+			return items, false, why, true, nil
 		}
 		page, err := wire.ParseList(r.body, r.header)
 		if err != nil {
-			return nil, false, "", fmt.Errorf("pagpolar: GET %s: %w", path, err)
+			return nil, false, "", false, fmt.Errorf("pagpolar: GET %s: %w", path, err)
 		}
 		fresh := 0
 		for _, it := range page.Items {
@@ -355,17 +383,17 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 			items = append(items, it)
 		}
 		if fresh == 0 && len(page.Items) > 0 {
-			return items, false, "the list answered a page it had already answered (its cursor was ignored?)", nil
+			return items, false, "the list answered a page it had already answered (its cursor was ignored?)", false, nil
 		}
 		switch n := page.Next; {
 		case n.Done:
-			return items, true, "", nil
+			return items, true, "", false, nil
 		case n.Problem != "":
-			return items, false, n.Problem, nil
+			return items, false, n.Problem, false, nil
 		case n.URL != "":
 			next, err := u.Parse(n.URL)
 			if err != nil || next.Scheme != c.base.Scheme || next.Host != c.base.Host {
-				return items, false, fmt.Sprintf("the list's next page %q is not on the API's host", n.URL), nil
+				return items, false, fmt.Sprintf("the list's next page %q is not on the API's host", n.URL), false, nil
 			}
 			u = next
 		default:
@@ -379,7 +407,7 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 			u = c.url(path, q2)
 		}
 	}
-	return items, false, fmt.Sprintf("the list has more than %d pages", maxPages), nil
+	return items, false, fmt.Sprintf("the list has more than %d pages", maxPages), false, nil
 }
 
 // servedByCache reports whether an answer came from a cache rather than
@@ -431,33 +459,85 @@ func servedByCache(h http.Header, now, notBefore time.Time) (string, bool) {
 	return "the answer was served by a cache (Age: " + oneLine(v) + "), not read from the API after the moment a lookup needs", true
 }
 
-// staleByDate reports whether an answer is older than the moment it must
-// postdate, by its own Date, whether or not a cache said so with Age (a
-// micro-cache that ignores no-cache and sends no Age passes the answer's
-// Date on). floor is a lower bound of the API's clock at client time sent
-// (ok false without one: then nothing is concluded); the answer must have
-// been made after notBefore (zero: after sent, for a snapshot). On the
-// API's clock that moment is at least floor − (sent − notBefore); a Date
-// (whole seconds) more than a second before it is a stored copy. No
-// tolerance is added: floor is a lower bound, so a clock that misleads it
-// (a step back, a host behind) can only make a fresh answer look stale,
-// which costs a later lookup, never a false "not found". A pure function
-// of its arguments.
-func staleByDate(h http.Header, floor time.Time, ok bool, sent, notBefore time.Time) (string, bool) {
-	if !ok {
-		return "", false
-	}
+// probeClock reads a sale no one has (a fresh random identifier, so no
+// cache holds a copy of the answer): the API's own 404 carries its Date,
+// which gives the client a reading of the API's clock. Its failure is not
+// an error: the snapshot is then read without one, as before.
+func (c *Client) probeClock(ctx context.Context) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	path := strings.Replace(wire.RouteSale, "{identifier}", "pagpolar-clock-probe-"+hex.EncodeToString(b[:]), 1)
+	_, _ = c.getN(ctx, c.url(path, nil), 1)
+}
+
+// dateProof is what the API's clock was known to be when a lookup's
+// request was sent, by the Date headers of earlier answers: what
+// staleByDate tells a stored copy by.
+type dateProof struct {
+	floor   time.Time // the highest lower bound any answer gave (dateFloor)
+	floorOK bool
+	ceil    time.Time // an upper bound consistent with that floor (proofCeiling)
+	ceilOK  bool
+	tol     time.Duration // how far apart the API's own clocks may be
+}
+
+func (c *Client) dateProofAt(sent time.Time) dateProof {
+	p := dateProof{tol: c.policy.ServerClockTolerance}
+	p.floor, p.floorOK = c.srvClock.dateFloor(sent)
+	p.ceil, p.ceilOK = c.srvClock.proofCeiling(sent)
+	return p
+}
+
+// staleByDate reports whether an answer's own Date fails to prove it was
+// made after the moment it must postdate, whether or not a cache said so
+// with Age (a micro-cache that ignores no-cache and sends no Age passes the
+// stored answer's Date on). p is what earlier answers proved of the API's
+// clock at client time sent; the answer must have been made after
+// notBefore (zero: after sent, for a snapshot).
+//
+// After a trust moment the answer must prove it is newer: its Date (whole
+// seconds, so the answer was made at Date or later) must reach the upper
+// bound of the API's clock at notBefore, plus the tolerance between the
+// API's hosts (a host ahead stamps a copy made before the moment with a
+// later Date). A Date in the same second as the moment proves nothing: a
+// copy made a few hundred milliseconds earlier carries it too. Without an
+// upper bound (no earlier answer to this client) a Date more than a second
+// below the lower bound is still told for a copy. An answer without a
+// Date, from an API whose other answers carry one, proves nothing either;
+// from an API that sends none, nothing can be told by it. Before the trust moment
+// nothing is concluded (a not-found counts for nothing then), and for a
+// snapshot only a Date more than a second below the lower bound is a
+// copy's: a copy under a second old is no worse than an effect made while
+// the snapshot was read.
+//
+// Clocks that mislead the bounds (a step back, a host behind, a slow
+// answer) can only make a fresh answer look stale, which costs a later
+// lookup, never a false "not found". A pure function of its arguments.
+func staleByDate(h http.Header, p dateProof, sent, notBefore time.Time) (string, bool) {
 	d, err := http.ParseTime(h.Get("Date"))
-	if err != nil {
+	switch {
+	case err != nil && !notBefore.IsZero() && !sent.Before(notBefore) && (p.ceilOK || p.floorOK):
+		// The API's other answers carry a Date; this one has none (or
+		// one that cannot be read): nothing tells it from a stored copy.
+		return "the answer has no Date the SDK can read, though the API's other answers carry one: nothing proves it is not a stored copy", true
+	case err != nil:
+		return "", false // an API that sends no Date: nothing can be told by it (README's limits)
+	case !notBefore.IsZero() && sent.Before(notBefore):
+		return "", false // before the trust moment a not-found counts for nothing anyway
+	case !notBefore.IsZero() && p.ceilOK:
+		el := sent.Sub(notBefore)
+		must := p.ceil.Add(-el + time.Duration(float64(el)*serverClockDrift) + p.tol)
+		if d.Before(must) {
+			return fmt.Sprintf("the answer's Date (%s) does not prove it was made after the moment the list must postdate (the API's clock then at most %s, its hosts up to %s apart): it may be a stored copy, not the list as it is now",
+				d.UTC().Format(time.RFC3339), p.ceil.Add(-el).UTC().Format(time.RFC3339Nano), p.tol), true
+		}
+		return "", false
+	case !p.floorOK:
 		return "", false
 	}
-	must := floor
-	switch {
-	case notBefore.IsZero():
-	case sent.Before(notBefore):
-		return "", false // before the trust moment a not-found counts for nothing anyway
-	default:
-		must = floor.Add(-sent.Sub(notBefore))
+	must := p.floor
+	if !notBefore.IsZero() {
+		must = p.floor.Add(-sent.Sub(notBefore))
 	}
 	if d.Add(time.Second).Before(must) {
 		return fmt.Sprintf("the answer's Date (%s) is older than the moment the list must postdate (the API's clock at least %s): a stored copy, not the list as it is now",

@@ -42,6 +42,13 @@ type serverClock struct {
 	// lower bound of the API's clock of every answer, kept or not: what
 	// dateFloor tells stored copies by.
 	hiDate, hiAt time.Time
+	// proof, pn, pnext: the answers whose upper bound was not below the
+	// highest lower bound when they came (proofCeiling). Kept apart from
+	// samples: the copies a cache serves are samples too (their Dates are
+	// within the tolerance), and in a ring shared with them they would
+	// crowd out every answer the ceiling can use.
+	proof     [sampleCount]clockSample
+	pn, pnext int
 }
 
 type clockSample struct {
@@ -80,6 +87,13 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 	defer s.mu.Unlock()
 	if s.hiAt.IsZero() || d.After(s.hiDate.Add(now.Sub(s.hiAt))) {
 		s.hiDate, s.hiAt = d, now
+	}
+	if !d.Add(time.Second + rtt).Before(s.hiDate.Add(now.Sub(s.hiAt))) {
+		s.proof[s.pnext] = clockSample{date: d, at: now, rtt: rtt}
+		s.pnext = (s.pnext + 1) % len(s.proof)
+		if s.pn < len(s.proof) {
+			s.pn++
+		}
 	}
 	c, ok := s.ceilingLocked(now)
 	if !ok {
@@ -165,6 +179,53 @@ func (s *serverClock) dateFloor(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return s.hiDate.Add(el - time.Duration(float64(el)*serverClockDrift)), true
+}
+
+// proofCeiling is the upper bound of the API's clock that proves an answer
+// was made after a moment (staleByDate): the median of the answers' upper
+// bounds (Date + 1 s + round trip, carried forward), leaving out every
+// answer whose upper bound is below the highest lower bound any answer
+// gave (when it came, and now) — an answer that cannot have been the API's clock at that moment is
+// a stored copy or a host behind, and kept it would pull the ceiling down
+// until a copy made before the moment passed for one made after it. A
+// ceiling too high (a slow answer, a clock far ahead) only makes fresh
+// answers look stale, which costs a later lookup, never a false "not
+// found". It is kept when the estimator is switched off: it only ever
+// withdraws trust.
+func (s *serverClock) proofCeiling(now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var hi time.Time
+	if !s.hiAt.IsZero() {
+		if el := now.Sub(s.hiAt); el >= 0 && el <= serverClockMaxAge {
+			hi = s.hiDate.Add(el - time.Duration(float64(el)*serverClockDrift))
+		}
+	}
+	var bounds [sampleCount]time.Time
+	n := 0
+	for i := range s.pn {
+		sm := s.proof[i]
+		el := now.Sub(sm.at)
+		if el < 0 || el > serverClockMaxAge {
+			continue
+		}
+		el += time.Duration(float64(el) * serverClockDrift)
+		b := sm.date.Add(time.Second + sm.rtt + el)
+		if !hi.IsZero() && b.Before(hi) {
+			continue
+		}
+		j := n
+		for j > 0 && bounds[j-1].After(b) {
+			bounds[j] = bounds[j-1]
+			j--
+		}
+		bounds[j] = b
+		n++
+	}
+	if n == 0 {
+		return time.Time{}, false
+	}
+	return bounds[n/2], true
 }
 
 func (s *serverClock) lowerLocked(now time.Time) (time.Time, bool) {

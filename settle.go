@@ -55,8 +55,12 @@ func (e *exec) trusted(now time.Time) bool {
 func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) {
 	c, p := e.c, e.c.policy
 	start := c.clock.Now()
+	lastNotCurrent := "" // why the last lookup's list was not proven current
 	for {
 		if ctx.Err() != nil {
+			if lastNotCurrent != "" {
+				return nil, e.unknownErr("context ended while settling; the last lookup: "+lastNotCurrent, ctx.Err())
+			}
 			return nil, e.unknownErr("context ended while settling", ctx.Err())
 		}
 		if err := e.renewIfAged(ctx); err != nil {
@@ -68,6 +72,7 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		// answer (or its last page) arrives: only one sent after the trust
 		// moment is conclusive.
 		conclusive := e.trusted(c.clock.Now())
+		notCurrent := false
 		lo, err := c.observedLookup(ctx, e.s.kind, e.s.id, e.meta)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: e.scrubErr(err)})
 		if err == nil {
@@ -84,6 +89,12 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 				// A refusal is final only once our own request must have
 				// ended: until then a success of ours may still appear.
 			case lookupUnclear:
+				if lo.notCurrent && wait {
+					// The list could not be proven current yet: like a
+					// not-found before the trust moment, look again.
+					lastNotCurrent, notCurrent = lo.reason, true
+					break
+				}
 				e.meta.noteUnclear(lo.seen) // what was seen outlives this call
 				ref := ""
 				if len(lo.refs) > 0 {
@@ -107,8 +118,11 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		now := c.clock.Now()
 		if now.Sub(start) >= p.MaxSettleWait {
 			reason := fmt.Sprintf("still unsettled after waiting %s", p.MaxSettleWait)
-			if err != nil {
+			switch {
+			case err != nil:
 				reason += "; the last lookup failed"
+			case lastNotCurrent != "":
+				reason += "; the last lookup: " + lastNotCurrent
 			}
 			return nil, e.unknownErr(reason, err)
 		}
@@ -117,6 +131,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			if until := e.meta.TrustAfter.Sub(now); until > 0 && until < w {
 				w = until
 			}
+		}
+		if notCurrent {
+			w = notCurrentWait(p)
 		}
 		c.emit(ctx, Event{Kind: EventWait, OperationID: e.s.id, Key: e.rec.Key, Wait: w, Cause: "settle"})
 		if err := e.renewBefore(ctx, w); err != nil {
@@ -129,6 +146,13 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			return nil, e.unknownErr("context ended while settling", serr)
 		}
 	}
+}
+
+// notCurrentWait is the pause before looking again at a list that could
+// not be proven current: the API's Date moves by whole seconds, so a look
+// sooner than a second later mostly proves no more.
+func notCurrentWait(p RetryPolicy) time.Duration {
+	return max(p.LookupInterval, time.Second)
 }
 
 // trustedNotFound acts on a conclusive "not found": resend with the same

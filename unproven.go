@@ -71,7 +71,7 @@ func (e *exec) lookBeforeFirstSend(ctx context.Context) (res *settled, err error
 	m.Floor, m.FloorOK, m.Snapshot, m.Snapshotted, m.SnapshotOffer = time.Time{}, false, nil, false, ""
 	saved := e.meta
 	e.meta = m
-	e.trustFrom(now, max(lag+p.trustDelay()+p.AttemptTimeout, 0))
+	e.trustFrom(now, lag+p.trustDelay()+p.AttemptTimeout) // in the past once the history is older than that
 	// A not-found is inconclusive before the trust moment: wait for it
 	// rather than look in vain, unless it is further off than this call
 	// may wait.
@@ -93,6 +93,7 @@ func (e *exec) lookBeforeFirstSend(ctx context.Context) (res *settled, err error
 	start := now
 	for {
 		conclusive := e.trusted(c.clock.Now())
+		notCurrent := false
 		lo, lerr := c.lookup(ctx, e.s.kind, e.s.id, e.meta)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Cause: causeUnproven, Found: lerr == nil && lo.kind != lookupNotFound, Err: e.scrubErr(lerr)})
 		if lerr == nil {
@@ -109,7 +110,11 @@ func (e *exec) lookBeforeFirstSend(ctx context.Context) (res *settled, err error
 					return nil, e.refused(ctx, lo.effect, "settled by lookup: "+lo.reason, SourceLookup), true
 				}
 			case lookupUnclear:
-				e.meta.noteUnclear(lo.refs)
+				if lo.notCurrent {
+					notCurrent = true
+					break // not proven current yet: look again
+				}
+				e.meta.noteUnclear(lo.seen)
 				return nil, e.unprovenUnknown(ctx, lo.reason, firstRef(lo.refs)), true
 			case lookupUnsupported:
 				return nil, e.unprovenUnknown(ctx, "no reliable lookup exists for this route ("+lo.reason+"), and the SDK never sends blind", ""), true
@@ -130,6 +135,9 @@ func (e *exec) lookBeforeFirstSend(ctx context.Context) (res *settled, err error
 		w := p.LookupInterval
 		if until := e.meta.TrustAfter.Sub(now); lerr == nil && until > 0 && until < w {
 			w = until
+		}
+		if notCurrent {
+			w = notCurrentWait(p)
 		}
 		if err := e.renewBefore(ctx, w); err != nil {
 			e.meta = saved

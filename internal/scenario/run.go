@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -281,11 +280,8 @@ func (r *runner) inject(st Step) {
 		// SAFETY.md's known exposures: processing past the in-processing
 		// mark, and a lookup lagging behind a write by more than the
 		// settle delay the client waits for before it trusts a not-found.
-		// And the open one the README lists: a micro-cache that ignores
-		// no-cache and sends no Age (a copy younger than Date's second).
 		if f.Action == pagpolartest.FaultHold && !f.Read && f.Delay > window ||
-			f.LookupLag > settleDelay || f.Action == pagpolartest.FaultLookupLag && f.Delay > settleDelay ||
-			slices.Contains(r.sc.Shapes, pagpolartest.ShapeCacheNoAge) {
+			f.LookupLag > settleDelay || f.Action == pagpolartest.FaultLookupLag && f.Delay > settleDelay {
 			r.mu.Lock()
 			r.exposed[op] = true
 			r.mu.Unlock()
