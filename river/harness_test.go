@@ -61,6 +61,8 @@ type shop struct {
 	river  *river.Client[*sql.Tx]
 	// settleFails makes OnSettled fail this many times before it works.
 	settleFails int
+	// onSettledHook, if set, is OnSettled instead of onSettled.
+	onSettledHook func(ctx context.Context, tx *sql.Tx, r Result) error
 }
 
 const ordersDDL = `CREATE TABLE orders (
@@ -117,7 +119,12 @@ func newShop(t *testing.T, opts ...pagpolartest.Option) *shop {
 	}
 	workers := river.NewWorkers()
 	if err := AddWorkers(workers, Config[*sql.Tx]{
-		Client: s.client, Resolver: ResolverFunc(s.payer), OnSettled: s.onSettled, Logger: quiet(),
+		Client: s.client, Resolver: ResolverFunc(s.payer), OnSettled: func(ctx context.Context, tx *sql.Tx, r Result) error {
+			if s.onSettledHook != nil {
+				return s.onSettledHook(ctx, tx, r)
+			}
+			return s.onSettled(ctx, tx, r)
+		}, Logger: quiet(),
 		Backoff: func(int) time.Duration { return 50 * time.Millisecond },
 	}); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -44,7 +46,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.faultRate, "fault-rate", 0.2, "share of the charge requests the fake API fails (lost answers, 500 after commit, drops, 429)")
 	fs.DurationVar(&cfg.latency, "latency", 20*time.Millisecond, "the fake API's latency")
 	fs.StringVar(&cfg.store, "store", "", "the shop's database: empty for SQLite files in a temporary directory, or postgres://... (a schema of its own is created and dropped)")
-	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "bound on the whole run")
+	fs.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "bound on the whole run")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -56,7 +58,9 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "outbox-demo: 1 <= -orders <= 10000, -kills >= 0, -rollback-every >= 0, 0 <= -fault-rate < 1")
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, cfg.timeout)
 	defer cancel()
 	rep, err := run(ctx, cfg, stderr)
 	if rep != nil {

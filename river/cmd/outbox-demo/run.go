@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/keystore/storeurl"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 	pagpolarriver "github.com/pagpolar/pagpolar-go/river"
@@ -57,6 +58,7 @@ type report struct {
 	RolledBackCharged int           `json:"rolled_back_charged"`
 	RolledBackJobs    int           `json:"rolled_back_jobs"`
 	RowsNotSettled    int           `json:"rows_not_settled"`
+	Unsettled         int           `json:"sdk_unsettled"`
 	Problems          []string      `json:"problems,omitempty"`
 }
 
@@ -75,6 +77,9 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "jobs: %d, %d completed, %d rescued by River after a kill; drained in %s\n", r.Jobs, r.JobsCompleted, r.RescuedJobs, r.DrainText)
 	fmt.Fprintf(w, "ledger: %d committed orders charged exactly once; %d double, %d lost; rolled back: %d charged, %d with a job; %d order rows not updated\n",
 		r.ChargedOnce, r.Double, r.Lost, r.RolledBackCharged, r.RolledBackJobs, r.RowsNotSettled)
+	if r.Unsettled > 0 {
+		fmt.Fprintf(w, "SDK: %d operations left unknown or pending (never sent again; an operator settles them with pagpolar ops)\n", r.Unsettled)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
 	}
@@ -111,11 +116,11 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*report, error) {
 
 	// The SDK's key store: durable, shared by the workers, declared new
 	// once here (its first deployment); the workers open it plainly.
-	_, closeKeys, err := storeurl.Open(ctx, declaredNew(a.keysURL))
+	keys, closeKeys, err := storeurl.Open(ctx, declaredNew(a.keysURL))
 	if err != nil {
 		return nil, fmt.Errorf("key store: %w", err)
 	}
-	_ = closeKeys()
+	defer func() { _ = closeKeys() }()
 
 	db, err := a.open()
 	if err != nil {
@@ -151,6 +156,17 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*report, error) {
 	}
 
 	verify(ctx, rep, a, db, srv.Ledger(), jobs, committed, rolledBack)
+	// What the SDK itself left open: an operation whose effect it could
+	// not attribute stays unknown (it is never sent again) until an
+	// operator settles it; its job snoozes meanwhile.
+	open, lerr := keys.List(context.WithoutCancel(ctx), keystore.Filter{States: []keystore.State{keystore.StateUnknown, keystore.StatePending}})
+	if lerr != nil {
+		rep.Problems = append(rep.Problems, "listing the SDK's open records: "+lerr.Error())
+	}
+	for _, r := range open {
+		rep.Unsettled++
+		rep.Problems = append(rep.Problems, fmt.Sprintf("operation %s left %s by the SDK: %s", r.OperationID, r.State, r.Error))
+	}
 	if derr != nil {
 		return rep, fmt.Errorf("%w: %v", errNotDrained, derr)
 	}
@@ -343,4 +359,3 @@ func lastError(j *rivertype.JobRow) string {
 	}
 	return j.Errors[len(j.Errors)-1].Error
 }
-

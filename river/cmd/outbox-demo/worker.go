@@ -110,8 +110,10 @@ func work(ctx context.Context, name string, out *lines) error {
 	}
 	workers := river.NewWorkers()
 	err = pagpolarriver.AddWorkers(workers, pagpolarriver.Config[*sql.Tx]{
-		Client:   client,
-		Resolver: pagpolarriver.ResolverFunc(func(ctx context.Context, orderID string) (pagpolarriver.Payer, error) { return payerOf(ctx, a, db, orderID) }),
+		Client: client,
+		Resolver: pagpolarriver.ResolverFunc(func(ctx context.Context, orderID string) (pagpolarriver.Payer, error) {
+			return payerOf(ctx, a, db, orderID)
+		}),
 		OnSettled: func(ctx context.Context, tx *sql.Tx, r pagpolarriver.Result) error {
 			_, err := tx.ExecContext(ctx, a.q(`UPDATE orders SET status = 'charged', sale_id = ?, decision = ? WHERE id = ?`),
 				r.EffectID, string(r.Decision), r.OrderID)
