@@ -80,7 +80,7 @@ func openSQLite(t *testing.T, path string) *sql.DB {
 	return db
 }
 
-func migrateSQLite(t *testing.T, db *sql.DB) {
+func migrateSQLite(t testing.TB, db *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
 	m, err := rivermigrate.New(riversqlite.New(db), nil)

@@ -58,14 +58,17 @@ type report struct {
 	RolledBackCharged int           `json:"rolled_back_charged"`
 	RolledBackJobs    int           `json:"rolled_back_jobs"`
 	RowsNotSettled    int           `json:"rows_not_settled"`
-	Unsettled         int           `json:"sdk_unsettled"`
-	Problems          []string      `json:"problems,omitempty"`
+	// LeftForOperator are the operations the SDK left unknown (it
+	// could not attribute the effect it found, so it never sends them
+	// again): their jobs snooze until an operator settles them.
+	LeftForOperator []string `json:"left_for_operator,omitempty"`
+	Problems        []string `json:"problems,omitempty"`
 }
 
 // OK: every check passed.
 func (r *report) OK() bool {
 	return r.Double == 0 && r.Lost == 0 && r.RolledBackCharged == 0 && r.RolledBackJobs == 0 && r.RowsNotSettled == 0 &&
-		r.Jobs == r.Committed && r.JobsCompleted == r.Committed && len(r.Problems) == 0
+		r.Jobs == r.Committed && r.JobsCompleted+len(r.LeftForOperator) == r.Committed && len(r.Problems) == 0
 }
 
 func (r *report) print(w io.Writer) {
@@ -77,8 +80,11 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "jobs: %d, %d completed, %d rescued by River after a kill; drained in %s\n", r.Jobs, r.JobsCompleted, r.RescuedJobs, r.DrainText)
 	fmt.Fprintf(w, "ledger: %d committed orders charged exactly once; %d double, %d lost; rolled back: %d charged, %d with a job; %d order rows not updated\n",
 		r.ChargedOnce, r.Double, r.Lost, r.RolledBackCharged, r.RolledBackJobs, r.RowsNotSettled)
-	if r.Unsettled > 0 {
-		fmt.Fprintf(w, "SDK: %d operations left unknown or pending (never sent again; an operator settles them with pagpolar ops)\n", r.Unsettled)
+	if n := len(r.LeftForOperator); n > 0 {
+		fmt.Fprintf(w, "SDK: %d operations left unknown for an operator (charged once in the ledger; never sent again; their jobs snooze):\n", n)
+		for _, l := range r.LeftForOperator {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
@@ -146,7 +152,7 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*report, error) {
 		f.stop()
 		return nil, err
 	}
-	jobs, derr := drain(ctx, rc)
+	jobs, stalled, derr := drain(ctx, rc, keys)
 	rep.Drain = time.Since(start)
 	rep.DrainText = rep.Drain.Round(100 * time.Millisecond).String()
 	f.stop()
@@ -155,18 +161,12 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*report, error) {
 		rep.Problems = append(rep.Problems, f.problems...)
 	}
 
-	verify(ctx, rep, a, db, srv.Ledger(), jobs, committed, rolledBack)
-	// What the SDK itself left open: an operation whose effect it could
-	// not attribute stays unknown (it is never sent again) until an
-	// operator settles it; its job snoozes meanwhile.
-	open, lerr := keys.List(context.WithoutCancel(ctx), keystore.Filter{States: []keystore.State{keystore.StateUnknown, keystore.StatePending}})
-	if lerr != nil {
-		rep.Problems = append(rep.Problems, "listing the SDK's open records: "+lerr.Error())
+	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer vcancel()
+	for op, why := range stalled {
+		rep.LeftForOperator = append(rep.LeftForOperator, op+": "+why)
 	}
-	for _, r := range open {
-		rep.Unsettled++
-		rep.Problems = append(rep.Problems, fmt.Sprintf("operation %s left %s by the SDK: %s", r.OperationID, r.State, r.Error))
-	}
+	verify(vctx, rep, a, db, srv.Ledger(), jobs, stalled, committed, rolledBack)
 	if derr != nil {
 		return rep, fmt.Errorf("%w: %v", errNotDrained, derr)
 	}
@@ -258,8 +258,11 @@ func checkout(ctx context.Context, a appDB, db *sql.DB, rc *river.Client[*sql.Tx
 	return tx.Commit()
 }
 
-// drain waits until every job is completed, cancelled or discarded.
-func drain(ctx context.Context, rc *river.Client[*sql.Tx]) ([]*rivertype.JobRow, error) {
+// drain waits until every job is completed, cancelled or discarded, or
+// until the only open jobs are operations the SDK has held unknown for
+// stallAfter (returned by operation ID, with the SDK's reason).
+func drain(ctx context.Context, rc *river.Client[*sql.Tx], keys keystore.Store) ([]*rivertype.JobRow, map[string]string, error) {
+	const stallAfter = 10 * time.Second
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last []*rivertype.JobRow
@@ -268,25 +271,59 @@ func drain(ctx context.Context, rc *river.Client[*sql.Tx]) ([]*rivertype.JobRow,
 		res, err := rc.JobList(ctx, river.NewJobListParams().First(10_000))
 		if err == nil {
 			last, lastErr = res.Jobs, nil
-			open := 0
+			var open []string
 			for _, j := range res.Jobs {
 				if !final(j.State) {
-					open++
+					open = append(open, opOf(j))
 				}
 			}
-			if open == 0 {
-				return last, nil
+			if len(open) == 0 {
+				return last, nil, nil
 			}
-			lastErr = fmt.Errorf("%d jobs still open", open)
+			if stalled := stalledOps(ctx, keys, open, stallAfter); stalled != nil {
+				return last, stalled, nil
+			}
+			lastErr = fmt.Errorf("%d jobs still open", len(open))
 		} else {
 			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
-			return last, lastErr
+			return last, nil, lastErr
 		case <-tick.C:
 		}
 	}
+}
+
+// stalledOps returns the SDK's reason for each of ops when every one is
+// recorded unknown and untouched for at least d; nil otherwise.
+func stalledOps(ctx context.Context, keys keystore.Store, ops []string, d time.Duration) map[string]string {
+	recs, err := keys.List(ctx, keystore.Filter{States: []keystore.State{keystore.StateUnknown}, UpdatedBefore: time.Now().Add(-d)})
+	if err != nil {
+		return nil
+	}
+	why := map[string]string{}
+	for _, r := range recs {
+		_, op, _ := strings.Cut(r.OperationID, "/")
+		why[op] = r.Error
+	}
+	out := map[string]string{}
+	for _, op := range ops {
+		w, ok := why[op]
+		if !ok {
+			return nil
+		}
+		out[op] = w
+	}
+	return out
+}
+
+func opOf(j *rivertype.JobRow) string {
+	var args struct {
+		OperationID string `json:"operation_id"`
+	}
+	_ = json.Unmarshal(j.EncodedArgs, &args)
+	return args.OperationID
 }
 
 func final(s rivertype.JobState) bool {
@@ -294,7 +331,7 @@ func final(s rivertype.JobState) bool {
 }
 
 // verify checks the ledger against the orders.
-func verify(ctx context.Context, rep *report, a appDB, db *sql.DB, l pagpolartest.Ledger, jobs []*rivertype.JobRow, committed, rolledBack []string) {
+func verify(ctx context.Context, rep *report, a appDB, db *sql.DB, l pagpolartest.Ledger, jobs []*rivertype.JobRow, stalled map[string]string, committed, rolledBack []string) {
 	rep.Requests = len(l.Requests)
 	for _, r := range l.Requests {
 		if r.Fault != "" {
@@ -308,12 +345,12 @@ func verify(ctx context.Context, rep *report, a appDB, db *sql.DB, l pagpolartes
 			sales[e.ExternalReference] = append(sales[e.ExternalReference], e.ID)
 		}
 	}
-	jobOrder := map[string]bool{}
+	jobOrder, stalledOrder := map[string]bool{}, map[string]bool{}
 	rep.Jobs = len(jobs)
 	for _, j := range jobs {
 		if j.State == rivertype.JobStateCompleted {
 			rep.JobsCompleted++
-		} else {
+		} else if _, ok := stalled[opOf(j)]; !ok {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("job %d %s: %s", j.ID, j.State, lastError(j)))
 		}
 		for _, e := range j.Errors {
@@ -323,10 +360,14 @@ func verify(ctx context.Context, rep *report, a appDB, db *sql.DB, l pagpolartes
 			}
 		}
 		var args struct {
-			OrderID string `json:"order_id"`
+			OrderID     string `json:"order_id"`
+			OperationID string `json:"operation_id"`
 		}
 		if err := json.Unmarshal(j.EncodedArgs, &args); err == nil {
 			jobOrder[args.OrderID] = true
+			if _, ok := stalled[args.OperationID]; ok {
+				stalledOrder[args.OrderID] = true
+			}
 		}
 	}
 	for _, id := range committed {
@@ -335,6 +376,9 @@ func verify(ctx context.Context, rep *report, a appDB, db *sql.DB, l pagpolartes
 			rep.Lost++
 		case n == 1:
 			rep.ChargedOnce++
+		}
+		if stalledOrder[id] {
+			continue // its row learns the sale when an operator settles it
 		}
 		var status string
 		var saleID sql.NullString
