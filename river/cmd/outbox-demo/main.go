@@ -8,8 +8,8 @@
 // rescue the stuck jobs, and checks the fake's ledger: every committed
 // order charged exactly once, no rolled-back order charged.
 //
-//	go run ./river/cmd/outbox-demo                       # SQLite files in a temporary directory
-//	go run ./river/cmd/outbox-demo -store postgres://... # a schema of its own, dropped at the end
+//	cd river && go run ./cmd/outbox-demo                       # SQLite files in a temporary directory
+//	cd river && go run ./cmd/outbox-demo -store postgres://... # a schema of its own, dropped at the end
 //
 // Exit codes: 0 every check passed; 1 a check failed; 2 bad usage; 3 the
 // jobs did not drain within -timeout.

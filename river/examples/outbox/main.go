@@ -6,7 +6,7 @@
 //
 //	pagpolar sim &                 # prints the variables to export
 //	export PAGPOLAR_BASE_URL=... PAGPOLAR_CREDENTIAL_ID=... PAGPOLAR_TOKEN=...
-//	go run ./river/examples/outbox
+//	cd river && go run ./examples/outbox
 //
 // Without those variables it runs against an in-process fake and says so.
 package main
