@@ -58,6 +58,13 @@
 // River may run a job on another process after a crash, and only a shared
 // record makes that run the same operation.
 //
+// River's own settings matter too: JobTimeout should outlast the SDK's
+// longest call (its RetryPolicy's MaxSettleWait plus the attempts before
+// it), and RescueStuckJobsAfter must exceed JobTimeout. A job River
+// rescues while its first run is still alive meets that run's lease
+// (ErrInProgress) and snoozes; one whose worker died is settled by lookup
+// once the dead worker's lease has expired.
+//
 // InsertTx and AddWorkers are generic in River's transaction type: *sql.Tx
 // with riverdatabasesql (PostgreSQL through pgx's stdlib) or riversqlite,
 // and pgx.Tx with riverpgxv5.

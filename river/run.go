@@ -22,7 +22,8 @@ type Payer struct {
 // An error wrapping ErrUnresolvable (the order or its customer is gone)
 // cancels the job; any other error is taken as passing (the database is
 // away) and the job is run again later. Nothing is sent before the payer
-// is resolved.
+// is resolved. The error's text is kept in the job row (River's errors):
+// keep personal data out of it.
 type Resolver interface {
 	Payer(ctx context.Context, orderID string) (Payer, error)
 }

@@ -24,7 +24,10 @@ type fleet struct {
 	env   []string
 	rng   *rand.Rand
 	kills int
-	logw  io.Writer
+	// spread bounds how many crash points a process passes before its
+	// planned kill, so that every kill lands while jobs remain.
+	spread int
+	logw   io.Writer
 
 	mu                              sync.Mutex
 	procs                           []*proc
@@ -50,7 +53,7 @@ type proc struct {
 }
 
 func (f *fleet) next() {
-	f.plan = killPlan{slot: f.rng.IntN(len(f.procs)), point: []string{"saved", "sent"}[f.killed%2], after: 2 + f.rng.IntN(10)}
+	f.plan = killPlan{slot: f.rng.IntN(len(f.procs)), point: []string{"saved", "sent"}[f.killed%2], after: 1 + f.rng.IntN(f.spread)}
 }
 
 func (f *fleet) start(ctx context.Context, n int) error {

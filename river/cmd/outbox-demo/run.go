@@ -147,7 +147,8 @@ func run(ctx context.Context, cfg config, logw io.Writer) (*report, error) {
 	f := &fleet{exe: cfg.exe, env: []string{
 		envDialect + "=" + a.dialect, envDSN + "=" + a.dsn, envKeys + "=" + a.keysURL, envBaseURL + "=" + srv.URL,
 		envCredential + "=" + srv.CredentialID, envToken + "=" + srv.Token,
-	}, rng: rand.New(rand.NewPCG(uint64(cfg.seed), 0x6f7574626f78)), kills: cfg.kills, logw: logw}
+	}, rng: rand.New(rand.NewPCG(uint64(cfg.seed), 0x6f7574626f78)), kills: cfg.kills, logw: logw,
+		spread: max(1, min(10, len(committed)/(4*max(1, cfg.kills))))}
 	if err := f.start(ctx, 2); err != nil {
 		f.stop()
 		return nil, err
