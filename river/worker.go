@@ -112,12 +112,22 @@ func (w *worker[TTx, A]) Work(ctx context.Context, job *river.Job[A]) error {
 	return fmt.Errorf("pagpolarriver: operation %q not executed: %w", job.Args.OperationIDOf(), err)
 }
 
+// settleTimeout bounds the completion transaction. It runs on a context
+// of its own: the operation has succeeded, and a job timeout that the
+// call used up must not throw its completion away (the job would run
+// again only to be answered from the SDK's record). A job River rescued
+// meanwhile is completed once: the second completion finds it completed
+// and rolls its OnSettled back.
+const settleTimeout = 30 * time.Second
+
 // settle completes the job, running OnSettled in the same transaction.
 // Without OnSettled, returning nil lets River complete it.
-func (w *worker[TTx, A]) settle(ctx context.Context, job *river.Job[A], res Result) error {
+func (w *worker[TTx, A]) settle(jobCtx context.Context, job *river.Job[A], res Result) error {
 	if w.cfg.OnSettled == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobCtx), settleTimeout)
+	defer cancel()
 	client := river.ClientFromContext[TTx](ctx)
 	drv := client.Driver()
 	etx, err := drv.GetExecutor().Begin(ctx)
@@ -127,7 +137,7 @@ func (w *worker[TTx, A]) settle(ctx context.Context, job *river.Job[A], res Resu
 	committed := false
 	defer func() {
 		if !committed {
-			_ = etx.Rollback(context.WithoutCancel(ctx))
+			_ = etx.Rollback(ctx)
 		}
 	}()
 	tx := drv.UnwrapTx(etx)

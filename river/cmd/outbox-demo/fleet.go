@@ -28,6 +28,7 @@ type fleet struct {
 	// planned kill, so that every kill lands while jobs remain.
 	spread int
 	logw   io.Writer
+	logMu  sync.Mutex // every worker's stderr goes to logw
 
 	mu                              sync.Mutex
 	procs                           []*proc
@@ -80,7 +81,7 @@ func (f *fleet) spawnLocked(ctx context.Context, slot, n int) error {
 	name := fmt.Sprintf("worker-%d.%d", slot, n)
 	cmd := exec.Command(f.exe)
 	cmd.Env = append(os.Environ(), append(f.env, envWorker+"="+name)...)
-	cmd.Stderr = &prefixed{w: f.logw, prefix: name + ": "}
+	cmd.Stderr = &prefixed{w: f.logw, mu: &f.logMu, prefix: name + ": "}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -156,7 +157,7 @@ func (f *fleet) stop() {
 
 // prefixed writes a worker's standard error line by line, named.
 type prefixed struct {
-	mu     sync.Mutex
+	mu     *sync.Mutex
 	w      io.Writer
 	prefix string
 	buf    []byte

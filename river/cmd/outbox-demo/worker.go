@@ -55,8 +55,8 @@ func demoPolicy() pagpolar.RetryPolicy {
 // River's settings in the demo: a job running longer than rescueAfter is
 // taken for one whose worker died, and is run again by another.
 const (
-	jobTimeout  = 2 * time.Second
-	rescueAfter = 3 * time.Second
+	jobTimeout  = 5 * time.Second
+	rescueAfter = 6 * time.Second
 )
 
 // lines writes one line at a time to the parent, which reads the SDK's
