@@ -1,0 +1,81 @@
+package pagpolarriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	pagpolar "github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/keystore"
+)
+
+// Every branch of an operation call's error becomes the River outcome
+// that keeps the operation one: a success completes, a definite failure
+// cancels, a defect cancels loudly, an effect that may exist or a cause
+// that passes snoozes (never a new operation), and only what proved
+// nothing was processed goes to River's retries.
+func TestVerdictOf_EachOutcomeBranch(t *testing.T) {
+	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	backoff := func(n int) time.Duration { return time.Duration(n+1) * time.Second }
+	opErr := func(st keystore.State, err error) error {
+		return &pagpolar.OperationError{OperationID: "pix:o", Key: "k", State: st, Err: err}
+	}
+	unknown := func(after time.Time) error {
+		return &pagpolar.OutcomeUnknownError{OperationID: "pix:o", Key: "k", Reason: "answer lost", SettleAfter: after}
+	}
+	cases := []struct {
+		name    string
+		err     error
+		snoozes int
+		want    verdict
+	}{
+		{"answered", nil, 0, verdict{act: complete}},
+		{"declined", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 402, Code: "declined"}), 0, verdict{act: cancel}},
+		{"refused", opErr(keystore.StateFailed, fmt.Errorf("%w: refund failed", pagpolar.ErrRefused)), 0, verdict{act: cancel}},
+		{"API 422 business rule", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 422}), 0, verdict{act: cancel}},
+		{"declined, outcome not recorded", opErr("", fmt.Errorf("%w (%w)", pagpolar.ErrDeclined, pagpolar.ErrNotRecorded)), 0, verdict{act: cancel}},
+		{"params mismatch", opErr("", fmt.Errorf("%w: other params", pagpolar.ErrParamsMismatch)), 0, verdict{act: cancelLoud}},
+		{"key collision (failed)", opErr(keystore.StateFailed, fmt.Errorf("%w: replay of another", pagpolar.ErrParamsMismatch)), 0, verdict{act: cancelLoud}},
+		{"local validation", &pagpolar.ValidationError{Field: "Customer.Email", Reason: "not an e-mail address"}, 0, verdict{act: cancelLoud}},
+		{"API 400", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 400}), 0, verdict{act: cancelLoud}},
+		{"foreign record", opErr("", pagpolar.ErrForeignRecord), 0, verdict{act: cancelLoud}},
+		{"too old", opErr(keystore.StateUnknown, pagpolar.ErrOperationTooOld), 0, verdict{act: cancelLoud}},
+		{"payer gone", &resolveError{orderID: "o", err: fmt.Errorf("no row: %w", ErrUnresolvable)}, 0, verdict{act: cancelLoud}},
+		{"no resolver", &resolveError{orderID: "o", err: errNoResolver}, 0, verdict{act: cancelLoud}},
+		{"unknown, settle later", unknown(now.Add(40 * time.Second)), 0, verdict{act: snooze, delay: 40 * time.Second}},
+		{"unknown, settle time past", unknown(now.Add(-time.Minute)), 2, verdict{act: snooze, delay: 3 * time.Second}},
+		{"unknown, backoff longer", unknown(now.Add(time.Second)), 4, verdict{act: snooze, delay: 5 * time.Second}},
+		{"unknown, no settle time", unknown(time.Time{}), 0, verdict{act: snooze, delay: time.Second}},
+		{"unknown wrapped", opErr(keystore.StateUnknown, unknown(now.Add(10*time.Second))), 0, verdict{act: snooze, delay: 10 * time.Second}},
+		{"in progress elsewhere", opErr(keystore.StatePending, pagpolar.ErrInProgress), 1, verdict{act: snooze, delay: 2 * time.Second}},
+		{"lease lost", opErr(keystore.StatePending, pagpolar.ErrLeaseLost), 0, verdict{act: snooze, delay: time.Second}},
+		{"store unavailable", opErr("", fmt.Errorf("%w: %w", pagpolar.ErrStoreUnavailable, keystore.ErrUnavailable)), 0, verdict{act: snooze, delay: time.Second}},
+		{"rate limited", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 429}), 0, verdict{act: snooze, delay: time.Second}},
+		{"shed", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 503, FromAPI: true}), 0, verdict{act: snooze, delay: time.Second}},
+		{"budget", opErr(keystore.StateNotExecuted, pagpolar.ErrBudgetExhausted), 0, verdict{act: snooze, delay: time.Second}},
+		{"unauthorized", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 401}), 0, verdict{act: retry}},
+		{"resolver's database away", &resolveError{orderID: "o", err: errors.New("connection refused")}, 0, verdict{act: retry}},
+		{"context ended before sending", opErr(keystore.StateNotExecuted, context.Canceled), 0, verdict{act: retry}},
+	}
+	for _, c := range cases {
+		if got := verdictOf(c.err, now, c.snoozes, backoff); got != c.want {
+			t.Errorf("%s: verdict %v %v, want %v %v", c.name, got.act, got.delay, c.want.act, c.want.delay)
+		}
+	}
+}
+
+func TestDefaultBackoff_DoublesToFiveMinutes(t *testing.T) {
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+	for n, w := range want {
+		if got := DefaultBackoff(n); got != w {
+			t.Errorf("DefaultBackoff(%d) = %v, want %v", n, got, w)
+		}
+	}
+	for _, n := range []int{-1, 9, 100, 1 << 30} {
+		if got := DefaultBackoff(n); got <= 0 || got > 5*time.Minute {
+			t.Errorf("DefaultBackoff(%d) = %v", n, got)
+		}
+	}
+}
