@@ -30,7 +30,9 @@ Exit codes: 0 every check passed; 1 a check failed (an operation got two
 effects, or none); 2 bad usage; 3 settling could not finish (the -timeout
 ran out, or the store detected a loss of records and refuses every new
 operation): the report says what stayed open and why, and no check but
-"without an outcome" failed.
+"without an outcome" failed (and, after a detected loss, "effects whose
+record the key store lost": each is one effect sent once before the loss,
+counted exactly, not a double).
 
 Big run (about ten minutes on a 2-core machine):
   pagpolar chaos -store postgres://... -workers 3 -orders 20000 -kill-every 3s

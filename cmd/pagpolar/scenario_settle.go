@@ -133,6 +133,7 @@ func reconcileShowing(ctx context.Context, c *pagpolar.Client, store keystore.St
 		p.stop()
 		if n := refused.Load(); n > 0 {
 			s.StillUnsettledEnd = len(res.unsettledOps())
+			s.Amnesia = true
 			s.Stopped = fmt.Sprintf("the key store lost records it had acknowledged and refuses every new operation (%d refused in round %d): "+
 				"what is still open stays unsettled until an operator settles the survivors and accepts the loss (pagpolar ops recover)", n, round)
 			return s

@@ -49,7 +49,24 @@ func expectedOpsCounting(ctx context.Context, store keystore.Store, credential s
 			e.Kind, e.Method = "subscribe", o.PayBy
 		}
 		out = append(out, e)
-		if !e.Found || e.Record.State != keystore.StateSucceeded {
+		if !e.Found {
+			// A store that lost the charge's record may have lost the
+			// refund's or plan change's too: expected if its effect exists
+			// (their groups are their derived keys).
+			if id := followOpID(o); id != "" {
+				r, err := get(id)
+				if err != nil {
+					return nil, err
+				}
+				r.Kind, r.IfEffect = followKind(o), !r.Found
+				if !r.Found {
+					r.Record.Key = pagpolar.DerivedKey(credential, id)
+				}
+				out = append(out, r)
+			}
+			continue
+		}
+		if e.Record.State != keystore.StateSucceeded {
 			continue
 		}
 		switch {
@@ -76,6 +93,25 @@ func expectedOpsCounting(ctx context.Context, store keystore.Store, credential s
 		}
 	}
 	return out, nil
+}
+
+// followOpID is the operation that follows an order's charge (its refund
+// or plan change), "" none.
+func followOpID(o order) string {
+	switch {
+	case o.Refund > 0:
+		return refundOpID(o)
+	case o.NewPlan != "":
+		return planOpID(o)
+	}
+	return ""
+}
+
+func followKind(o order) string {
+	if o.Refund > 0 {
+		return "refund"
+	}
+	return "plan_change"
 }
 
 // verifyTimeout bounds verification when the run's own time ran out.

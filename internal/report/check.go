@@ -23,6 +23,11 @@ type Expected struct {
 	Kind              string
 	Method            string
 	ExternalReference string
+	// IfEffect: the operation is expected only if its effect exists. A
+	// refund or plan change follows its order's charge; when the store has
+	// no record of the charge, whether it ran at all is known only from
+	// the ledger (Record.Key then holds its derived Idempotency-Key).
+	IfEffect bool
 }
 
 // Check is the verdict of comparing a run's operations with the fake
@@ -55,6 +60,12 @@ type Check struct {
 	// Unfinished: operations with no record, or pending or not executed at
 	// the end (the run did not finish its work).
 	Unfinished []string `json:"unfinished"`
+	// LostRecords: operations whose effect exists but whose record the key
+	// store does not have (a store that lost records it had acknowledged).
+	// Not a double effect: with the loss detected (the store refused every
+	// new operation, Settling.Amnesia) it is the loss's size; undetected,
+	// a failure.
+	LostRecords []string `json:"lost_records"`
 
 	// Allowed, and counted: operations left unknown at the end, with
 	// whether their effect exists.
@@ -76,7 +87,7 @@ type Check struct {
 // MarshalJSON writes empty lists and counters as [] and {}, never null.
 func (c Check) MarshalJSON() ([]byte, error) {
 	type plain Check
-	for _, l := range []*[]string{&c.Duplicates, &c.FalseFailures, &c.WithoutEffect, &c.Orphans, &c.Unfinished, &c.Unknown, &c.UnknownWithEffect} {
+	for _, l := range []*[]string{&c.Duplicates, &c.FalseFailures, &c.WithoutEffect, &c.Orphans, &c.Unfinished, &c.LostRecords, &c.Unknown, &c.UnknownWithEffect} {
 		if *l == nil {
 			*l = []string{}
 		}
@@ -97,7 +108,7 @@ func (c Check) MarshalJSON() ([]byte, error) {
 // effect is unaccounted for, and every operation has a record that is
 // settled or honestly unknown.
 func (c Check) OK() bool {
-	return len(c.Duplicates) == 0 && len(c.FalseFailures) == 0 && len(c.WithoutEffect) == 0 && len(c.Orphans) == 0 && len(c.Unfinished) == 0
+	return len(c.Duplicates) == 0 && len(c.FalseFailures) == 0 && len(c.WithoutEffect) == 0 && len(c.Orphans) == 0 && len(c.Unfinished) == 0 && len(c.LostRecords) == 0
 }
 
 // Verify compares the expected operations of credential with the ledger.
@@ -131,8 +142,16 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 			c.Duplicates = append(c.Duplicates, fmt.Sprintf("%s: %d effects (%s)", op.OperationID, len(effs), ids(effs)))
 		}
 		if !op.Found {
-			c.States["missing"]++
-			c.Unfinished = append(c.Unfinished, op.OperationID+": no record")
+			switch {
+			case len(effs) > 0:
+				c.States["lost"]++
+				c.LostRecords = append(c.LostRecords, fmt.Sprintf("%s: its effect %s exists, its record does not", op.OperationID, ids(effs)))
+			case op.IfEffect:
+				c.Operations-- // it may never have run
+			default:
+				c.States["missing"]++
+				c.Unfinished = append(c.Unfinished, op.OperationID+": no record")
+			}
 			continue
 		}
 		st := op.Record.State
@@ -184,7 +203,7 @@ func Verify(credential string, ledger pagpolartest.Ledger, ops []Expected) Check
 			c.Orphans = append(c.Orphans, fmt.Sprintf("%s: %s", g, ids(effs)))
 		}
 	}
-	for _, l := range [][]string{c.Duplicates, c.FalseFailures, c.WithoutEffect, c.Orphans, c.Unfinished, c.Unknown, c.UnknownWithEffect} {
+	for _, l := range [][]string{c.Duplicates, c.FalseFailures, c.WithoutEffect, c.Orphans, c.Unfinished, c.LostRecords, c.Unknown, c.UnknownWithEffect} {
 		sort.Strings(l)
 	}
 	if c.Operations > 0 {

@@ -64,6 +64,10 @@ type Settling struct {
 	// (its deadline, a store refusing every operation...); "" it ran to
 	// its end.
 	Stopped string `json:"stopped,omitempty"`
+	// Amnesia says that settling stopped because the key store detected
+	// that it lost records it had acknowledged, and refuses every new
+	// operation (Stopped says so too).
+	Amnesia bool `json:"amnesia,omitempty"`
 }
 
 // Webhooks is what the run's webhook events settled: when operations are
@@ -182,6 +186,7 @@ func (r *Report) CheckLines() []CheckLine {
 		{Label: "reported succeeded, but the effect is not in the ledger", N: len(r.Check.WithoutEffect), MustBeZero: true},
 		{Label: "sales or refunds that no operation asked for", N: len(r.Check.Orphans), MustBeZero: true},
 		{Label: "operations without an outcome at the end", N: len(r.Check.Unfinished), MustBeZero: true},
+		{Label: "effects whose record the key store lost", N: len(r.Check.LostRecords), MustBeZero: !r.Settling.Amnesia, Note: lostNote(r)},
 		{Label: "left \"outcome unknown\"", N: len(r.Check.Unknown), Note: fmt.Sprintf("%.2f%% of operations; allowed: the SDK could not prove what happened and says so; a later call settles it", 100*r.Check.UnknownShare)},
 		{Label: "of those, unknown although the effect exists", N: len(r.Check.UnknownWithEffect), Note: "a liveness figure: each is listed with its cause"},
 	}
@@ -263,7 +268,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		name string
 		list []string
 	}{{"charged twice", r.Check.Duplicates}, {"false failure", r.Check.FalseFailures}, {"succeeded without effect", r.Check.WithoutEffect},
-		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"outcome unknown", r.Check.Unknown}, {"unknown although the effect exists", r.Check.UnknownWithEffect}, {"settled otherwise by an event", webhookOther(r)}} {
+		{"effect nobody asked for", r.Check.Orphans}, {"without an outcome", r.Check.Unfinished}, {"record lost by the key store", r.Check.LostRecords}, {"outcome unknown", r.Check.Unknown}, {"unknown although the effect exists", r.Check.UnknownWithEffect}, {"settled otherwise by an event", webhookOther(r)}} {
 		for i, s := range l.list {
 			if !listed {
 				fmt.Fprintln(w, "\nthe operations behind the counts")
@@ -311,7 +316,25 @@ func (r *Report) Incomplete() bool {
 	}
 	cp := *r
 	cp.Check.Unfinished = nil
+	if r.Settling.Amnesia {
+		// The store detected the loss and refused: what it lost is
+		// counted, and is no double effect.
+		cp.Check.LostRecords = nil
+	}
 	return cp.OK()
+}
+
+// lostNote explains the lost-records count: with the loss detected, the
+// effects of operations the store forgot (each one effect, sent once,
+// before the loss) are the loss's size, not a double charge.
+func lostNote(r *Report) string {
+	switch {
+	case len(r.Check.LostRecords) == 0:
+		return ""
+	case r.Settling.Amnesia:
+		return "the store lost records it had acknowledged, detected it and refused every new operation: each is one effect whose record is gone, not a double; an operator settles them (pagpolar ops recover)"
+	}
+	return "the store lost records without detecting it"
 }
 
 // Verdict is the report's one-line conclusion, the last line of its text.
