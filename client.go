@@ -394,22 +394,8 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	req.GetBody = nil
 	if body != nil {
 		req.ContentLength = int64(len(body))
-		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Accept", "application/json")
-	if method == http.MethodGet {
-		// A lookup must read the API's current state: a cache in the way
-		// (a CDN rule caching GETs) must revalidate, or it would answer
-		// "not found" from before the charge. One that does not is caught
-		// by its Age header (servedByCache).
-		req.Header.Set("Cache-Control", "no-cache")
-		req.Header.Set("Pragma", "no-cache")
-	}
-	req.Header.Set("User-Agent", c.userAgent)
-	req.Header.Set(wire.HeaderAuthorization, "Bearer "+token)
-	if key != "" {
-		req.Header.Set(wire.HeaderIdempotencyKey, key)
-	}
+	req.Header = c.requestHeader(method, token, key, body != nil)
 	sentAt := c.clock.Now()
 	req, endAttempt := c.observeAttempt(req, key)
 	resp, err := c.http.Do(req)

@@ -23,34 +23,56 @@ const DefaultDeadlineGrace = time.Second
 // graceCtx returns ctx without its cancellation, ended limit from now or
 // the policy's grace after ctx ends, whichever comes first.
 func (c *Client) graceCtx(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
-	grace := c.policy.DeadlineGrace
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	if ctx.Done() == nil {
+		// ctx never ends (and has no deadline): there is no cancellation to
+		// remove and no end to follow, only the limit.
+		return context.WithTimeout(ctx, limit)
+	}
+	g := &graceEnd{grace: c.policy.DeadlineGrace}
+	var gctx context.Context
+	gctx, g.cancel = context.WithTimeout(context.WithoutCancel(ctx), limit)
 	if dl, ok := ctx.Deadline(); ok {
-		var cancelDL context.CancelFunc
-		gctx, cancelDL = context.WithDeadline(gctx, dl.Add(grace))
-		inner := cancel
-		cancel = func() { cancelDL(); inner() }
+		gctx, g.cancelDL = context.WithDeadline(gctx, dl.Add(g.grace))
 	}
-	var (
-		mu    sync.Mutex
-		timer *time.Timer
-		done  bool
-	)
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			timer = time.AfterFunc(grace, cancel)
-		}
-	})
-	return gctx, func() {
-		stop()
-		mu.Lock()
-		done = true
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel()
+	g.stop = context.AfterFunc(ctx, g.callerEnded)
+	return gctx, g.end
+}
+
+// graceEnd ends one graceCtx: a grace after the caller's context ends, or
+// when the work is done (end), whichever comes first.
+type graceEnd struct {
+	grace    time.Duration
+	cancel   context.CancelFunc // the limit's context
+	cancelDL context.CancelFunc // the caller's deadline plus grace (nil without one)
+	stop     func() bool        // unregisters callerEnded
+
+	mu    sync.Mutex
+	timer *time.Timer
+	done  bool
+}
+
+func (g *graceEnd) callerEnded() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.done {
+		g.timer = time.AfterFunc(g.grace, g.cancelAll)
 	}
+}
+
+func (g *graceEnd) cancelAll() {
+	if g.cancelDL != nil {
+		g.cancelDL()
+	}
+	g.cancel()
+}
+
+func (g *graceEnd) end() {
+	g.stop()
+	g.mu.Lock()
+	g.done = true
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.mu.Unlock()
+	g.cancelAll()
 }

@@ -217,3 +217,34 @@ func (e *exec) onAmbiguous(v verdict, r *response) {
 		}
 	}
 }
+
+// requestHeader is the header of one request: JSON in (with a body) and
+// out, no cache for a lookup (GET: a lookup must read the API's current
+// state; a cache in the way, such as a CDN rule caching GETs, must
+// revalidate, or it would answer "not found" from before the charge, and
+// one that does not is caught by its Age header: servedByCache), the
+// client's User-Agent, the token and the idempotency key. It is built in
+// one piece (one map, one array of values owned by this request alone),
+// the same header that setting each field in turn would give.
+func (c *Client) requestHeader(method, token, key string, body bool) http.Header {
+	h := make(http.Header, 7)
+	vals := make([]string, 0, 7)
+	put := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	if body {
+		put("Content-Type", "application/json")
+	}
+	put("Accept", "application/json")
+	if method == http.MethodGet {
+		put("Cache-Control", "no-cache")
+		put("Pragma", "no-cache")
+	}
+	put("User-Agent", c.userAgent)
+	put(wire.HeaderAuthorization, "Bearer "+token)
+	if key != "" {
+		put(wire.HeaderIdempotencyKey, key)
+	}
+	return h
+}

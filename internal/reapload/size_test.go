@@ -45,7 +45,7 @@ func TestRedisRecordSize(t *testing.T) {
 	ctx := context.Background()
 	rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	defer rc.Close()
-	s, err := redisstore.New(rc, redisstore.WithPrefix("size"), redisstore.AllowVolatile(),
+	s, err := redisstore.New(rc, redisstore.WithPrefix("size"), redisstore.AllowVolatile(), redisstore.DeclaredNew("size test: a private server started empty"),
 		redisstore.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)

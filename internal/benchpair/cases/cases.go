@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -160,6 +161,14 @@ func Memory(context.Context) (keystore.Store, func(), error) {
 	return keystore.NewMemory(), func() {}, nil
 }
 
+// The SQLite, Postgres and Redis openers declare each round's new file,
+// table or prefix new (the stores' DeclaredNew option), as a deployment
+// does once (pagpolar ops init): its history is then proven. Undeclared,
+// a new store's history is unproven (keystore.HistoryProver) and the SDK
+// sends nothing until a lookup before the first send can be conclusive
+// (about ProofAge later).
+const declareNote = "benchpair: a new file, table or prefix per round"
+
 // SQLite opens a SQLite store in a new file under dir (the system's
 // temporary directory when "").
 func SQLite(dir string) StoreOpener {
@@ -168,7 +177,7 @@ func SQLite(dir string) StoreOpener {
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := sqlstore.OpenSQLite(filepath.Join(d, "keys.db"))
+		s, err := sqlstore.OpenSQLite(filepath.Join(d, "keys.db"), sqlstore.DeclaredNew(declareNote))
 		if err != nil {
 			_ = os.RemoveAll(d)
 			return nil, nil, err
@@ -187,7 +196,7 @@ func SQLite(dir string) StoreOpener {
 func Postgres(dsn string) StoreOpener {
 	return func(ctx context.Context) (keystore.Store, func(), error) {
 		table := fmt.Sprintf("benchpair_ops_%d_%d", os.Getpid(), benchpair.Seq())
-		s, err := sqlstore.OpenPostgres(dsn, sqlstore.WithTable(table))
+		s, err := sqlstore.OpenPostgres(dsn, sqlstore.WithTable(table), sqlstore.DeclaredNew(declareNote))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -218,7 +227,7 @@ func Redis(url string) StoreOpener {
 		opt.PoolSize = 128
 		rc := redis.NewClient(opt)
 		prefix := fmt.Sprintf("benchpair-%d-%d", os.Getpid(), benchpair.Seq())
-		s, err := redisstore.New(rc, redisstore.WithPrefix(prefix))
+		s, err := redisstore.New(rc, redisstore.WithPrefix(prefix), redisstore.DeclaredNew(declareNote))
 		if err != nil {
 			_ = rc.Close()
 			return nil, nil, err
@@ -243,6 +252,20 @@ func Redis(url string) StoreOpener {
 // latency (a connection or a writer that went idle may answer more
 // slowly); the pause is not counted in the operation's time.
 func FloorCase(name string, open StoreOpener, gap time.Duration) benchpair.Case {
+	return floorCase(name, open, gap, false)
+}
+
+// FloorChargeCase is the store's floor under a charge at any parallelism:
+// every store call a PIX charge answered pending makes through the SDK
+// (Create, the API's latency gap as an idle wait, Update to succeeded,
+// Release of the lease on the still-undecided sale), from a hand-written
+// loop, with no client, network or fake. Its throughput at the SDK case's
+// parallelism is what the store allows a charge that waits gap on the API.
+func FloorChargeCase(name string, open StoreOpener, gap time.Duration) benchpair.Case {
+	return floorCase(name, open, gap, true)
+}
+
+func floorCase(name string, open StoreOpener, gap time.Duration, release bool) benchpair.Case {
 	meta := []byte(`{"v":1,"path":"/v1/sales/pix","fp":"hmac-sha256:k1:` + strings.Repeat("0", 64) + `","trust_after":"2026-12-01T12:00:00.123456789Z","window":"60s","margin":"5s","sent_at":"2026-12-01T12:00:00.123456789Z","srv":"2026-12-01T12:00:00Z","x":"` + strings.Repeat("x", 16) + `"}`)
 	result := []byte(`{"identifier":"sale_0123456789abcdef","status":"pending","amount":9990,"method":"pix","external_reference":"bench-123456","created_at":"2026-12-01T12:00:00.123456789Z","pix":{"qr_code":"` + strings.Repeat("0", 120) + `","expires_at":"2026-12-01T13:00:00Z"},"customer":{"document_last4":"8909"},"x":"` + strings.Repeat("x", 24) + `"}`)
 	meta2 := meta[:95]
@@ -264,10 +287,108 @@ func FloorCase(name string, open StoreOpener, gap time.Duration) benchpair.Case 
 				benchpair.Pause(ctx, gap)
 			}
 			rec.State, rec.ResultRef, rec.Result, rec.Meta = keystore.StateSucceeded, "sale_0123456789abcdef", result, meta2
-			if _, err := s.Update(ctx, rec); err != nil {
+			rec, err = s.Update(ctx, rec)
+			if err != nil {
 				return fmt.Errorf("Update: %w", err)
+			}
+			if release {
+				if err := s.Release(ctx, rec.OperationID, rec.LeaseToken); err != nil {
+					return fmt.Errorf("Release: %w", err)
+				}
 			}
 			return nil
 		}, closeStore, nil
 	}}
+}
+
+// Calls counts a store's calls by method.
+type Calls struct {
+	Create, Get, Acquire, Renew, Release, Update, List, DeleteExpired atomic.Int64
+	History                                                           atomic.Int64 // keystore.HistoryProver's History (answered from a cache once proven)
+}
+
+// Total is the number of calls counted.
+func (c *Calls) Total() int64 {
+	return c.Create.Load() + c.Get.Load() + c.Acquire.Load() + c.Renew.Load() + c.Release.Load() + c.Update.Load() + c.List.Load() + c.DeleteExpired.Load()
+}
+
+// String lists the counts per method, each divided by n (per charge).
+func (c *Calls) String(n int64) string {
+	f := func(v int64) float64 { return float64(v) / float64(n) }
+	return fmt.Sprintf("Create %.2f, Get %.2f, Acquire %.2f, Renew %.2f, Update %.2f, Release %.2f, List %.2f (total %.2f); History %.2f",
+		f(c.Create.Load()), f(c.Get.Load()), f(c.Acquire.Load()), f(c.Renew.Load()), f(c.Update.Load()), f(c.Release.Load()), f(c.List.Load()), f(c.Total()), f(c.History.Load()))
+}
+
+// Counted wraps open's stores so that every call is counted in calls.
+func Counted(open StoreOpener, calls *Calls) StoreOpener {
+	return func(ctx context.Context) (keystore.Store, func(), error) {
+		s, closeStore, err := open(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &countingStore{Store: s, calls: calls}, closeStore, nil
+	}
+}
+
+type countingStore struct {
+	keystore.Store
+	calls *Calls
+}
+
+// History forwards the wrapped store's keystore.HistoryProver (a store
+// without one is proven, as the SDK takes it).
+func (s *countingStore) History(ctx context.Context) (keystore.History, error) {
+	s.calls.History.Add(1)
+	if hp, ok := s.Store.(keystore.HistoryProver); ok {
+		return hp.History(ctx)
+	}
+	return keystore.History{}, nil
+}
+
+// DeclareNew forwards the wrapped store's keystore.HistoryProver.
+func (s *countingStore) DeclareNew(ctx context.Context, note string) error {
+	if hp, ok := s.Store.(keystore.HistoryProver); ok {
+		return hp.DeclareNew(ctx, note)
+	}
+	return nil
+}
+
+func (s *countingStore) Create(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
+	s.calls.Create.Add(1)
+	return s.Store.Create(ctx, rec, owner, ttl)
+}
+
+func (s *countingStore) Get(ctx context.Context, id string) (keystore.Record, error) {
+	s.calls.Get.Add(1)
+	return s.Store.Get(ctx, id)
+}
+
+func (s *countingStore) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (keystore.Record, error) {
+	s.calls.Acquire.Add(1)
+	return s.Store.Acquire(ctx, id, owner, ttl)
+}
+
+func (s *countingStore) Renew(ctx context.Context, id string, token int64, ttl time.Duration) (keystore.Record, error) {
+	s.calls.Renew.Add(1)
+	return s.Store.Renew(ctx, id, token, ttl)
+}
+
+func (s *countingStore) Release(ctx context.Context, id string, token int64) error {
+	s.calls.Release.Add(1)
+	return s.Store.Release(ctx, id, token)
+}
+
+func (s *countingStore) Update(ctx context.Context, rec keystore.Record) (keystore.Record, error) {
+	s.calls.Update.Add(1)
+	return s.Store.Update(ctx, rec)
+}
+
+func (s *countingStore) List(ctx context.Context, f keystore.Filter) ([]keystore.Record, error) {
+	s.calls.List.Add(1)
+	return s.Store.List(ctx, f)
+}
+
+func (s *countingStore) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	s.calls.DeleteExpired.Add(1)
+	return s.Store.DeleteExpired(ctx, before, limit)
 }

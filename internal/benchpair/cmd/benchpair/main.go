@@ -239,12 +239,18 @@ func storesSuite(ctx context.Context, out *bufio.Writer, md io.Writer, rounds, o
 				n = 100
 			}
 		}
-		cs := []benchpair.Case{cases.SDKCase("memory", latency, cases.Memory)}
+		calls := map[string]*cases.Calls{"memory": {}}
+		cs := []benchpair.Case{cases.SDKCase("memory", latency, cases.Counted(cases.Memory, calls["memory"]))}
 		for _, name := range names {
 			if o, ok := open[name]; ok {
-				cs = append(cs, cases.SDKCase(name, latency, o))
+				calls[name] = &cases.Calls{}
+				cs = append(cs, cases.SDKCase(name, latency, cases.Counted(o, calls[name])))
 				if p == 1 {
 					cs = append(cs, cases.FloorCase("floor-"+name, o, 0), cases.FloorCase("floor-idle-"+name, o, latency))
+				} else {
+					// floor-: the calls a charge makes now; floor2-: the same
+					// without the Release (what one call fewer would allow).
+					cs = append(cs, cases.FloorChargeCase("floor-"+name, o, latency), cases.FloorCase("floor2-"+name, o, latency))
 				}
 			}
 		}
@@ -257,24 +263,35 @@ func storesSuite(ctx context.Context, out *bufio.Writer, md io.Writer, rounds, o
 		benchpair.WriteBench(out, prefix, samples)
 		benchpair.WriteRatios(out, prefix, "memory", samples)
 		benchpair.WriteSummary(out, fmt.Sprintf("%s: %d rounds × %d ops per case", prefix, rounds, n), "memory", samples)
+		charges := int64(rounds * (n + cfg.Warmup))
+		for _, name := range append([]string{"memory"}, names...) {
+			if c, ok := calls[name]; ok {
+				fmt.Fprintf(out, "# store calls per charge, %s: %s\n", name, c.String(charges))
+				fmt.Fprintf(md, "Store calls per charge (%s, p%d, warm-up included): %s.\n\n", name, p, c.String(charges))
+			}
+		}
 		load := benchpair.Summarize(benchpair.All(samples, benchpair.Load1)).Fmt("%.1f")
 		if p != 1 {
-			fmt.Fprintf(md, "At p%d (%d rounds × %d charges per store; API latency %s):\n\n| store | charges/s | p50 ms | p99 ms | throughput ÷ memory (same round) | goal | load average (1 min) |\n| --- | --- | --- | --- | --- | --- | --- |\n", p, rounds, n, latency)
+			fmt.Fprintf(md, "At p%d (%d rounds × %d charges per store; API latency %s). The floor is the store's own calls of a charge (Create, %s idle, Update, Release) from a hand-written loop at the same parallelism, same round:\n\n"+
+				"| store | charges/s | p50 ms | p99 ms | throughput ÷ memory (same round) | floor ÷ memory (same round) | SDK ÷ floor (same round) | goal | load average (1 min) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n", p, rounds, n, latency, latency)
 			for _, name := range append([]string{"memory"}, names...) {
 				if _, ok := open[name]; !ok && name != "memory" {
 					continue
 				}
-				ratio, g := "—", "baseline"
+				ratio, fl, vf, g := "—", "—", "—", "baseline"
 				if name != "memory" {
 					r := benchpair.Summarize(benchpair.PerRound(samples, name, "memory", benchpair.OpsPerSec))
+					f := benchpair.Summarize(benchpair.PerRound(samples, "floor-"+name, "memory", benchpair.OpsPerSec))
+					v := benchpair.Summarize(benchpair.PerRound(samples, name, "floor-"+name, benchpair.OpsPerSec))
 					ratio = "**" + r.FmtIQR("%.2f×") + "**"
-					g = fmt.Sprintf("≥ %.2f× ", goal[name]) + verdict(r.Median >= goal[name])
+					fl, vf = f.FmtIQR("%.2f×"), "**"+v.FmtIQR("%.2f×")+"**"
+					g = fmt.Sprintf("≥ %.2f× or ≥ 0.90× of the floor: ", goal[name]) + verdict(r.Median >= goal[name] || v.Median >= 0.9)
 				}
-				fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s |\n", name,
+				fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name,
 					benchpair.Summarize(benchpair.Of(samples, name, benchpair.OpsPerSec)).Fmt("%.0f"),
 					benchpair.Summarize(benchpair.Of(samples, name, msf(benchpair.P50))).Fmt("%.1f"),
 					benchpair.Summarize(benchpair.Of(samples, name, msf(benchpair.P99))).Fmt("%.1f"),
-					ratio, g, benchpair.Summarize(benchpair.Of(samples, name, benchpair.Load1)).Fmt("%.1f"))
+					ratio, fl, vf, g, benchpair.Summarize(benchpair.Of(samples, name, benchpair.Load1)).Fmt("%.1f"))
 			}
 			fmt.Fprintln(md)
 			out.Flush()
