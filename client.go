@@ -74,6 +74,7 @@ type Client struct {
 	sent         sentTokens // the last tokens sent, removed from text made of answers (scrub.go)
 	credentialID string
 	store        keystore.Store
+	userStore    keystore.Store // as passed to WithStore (store is it, observed when an Observer is set)
 	policy       RetryPolicy
 	budget       *RetryBudget
 	log          *slog.Logger
@@ -272,6 +273,10 @@ func NewClient(credentialID string, tokens TokenSource, opts ...Option) (*Client
 		return nil, &ValidationError{Field: "WithStore", Reason: "required: the key store is what lets the SDK charge at most once across restarts. " +
 			"Pass a durable one (keystore/sqlstore, keystore/redisstore), or keystore.NewMemory() explicitly in tests (it forgets every key on restart)"}
 	}
+	c.userStore = c.store
+	if c.observer != nil {
+		c.store = observedStore{s: c.store, o: c.observer}
+	}
 	// Never follow redirects: a 302/303 would turn a charge into a GET whose
 	// answer would be read as the charge's. A 3xx is treated as ambiguous.
 	hc := *c.http
@@ -303,7 +308,7 @@ func ownerName(name string) string {
 }
 
 // Store returns the client's key store.
-func (c *Client) Store() keystore.Store { return c.store }
+func (c *Client) Store() keystore.Store { return c.userStore }
 
 // Budget returns the client's retry budget.
 func (c *Client) Budget() *RetryBudget { return c.budget }

@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
 // Observing the steps of the client's work: an Observer (WithObserver)
-// is told when each operation, each HTTP attempt and each settle lookup
-// begins and ends, and the step runs under the context the Observer
+// is told when each operation, each HTTP attempt, each settle lookup and
+// each key-store call begins and ends, and the step runs under the context the Observer
 // returns. That is what a tracer needs: a span per step, children under
 // the operation's span, and the trace context sent with each request
 // (RequestHeaders). Hook events (WithHook) carry the decisions in between.
@@ -23,6 +26,7 @@ const (
 	StepOperation StepKind = "operation" // one call of a money method (Pix, Refunds.Create, ...), from its record to its outcome
 	StepAttempt   StepKind = "attempt"   // one HTTP request (a send or a lookup's read), to its answer or transport error
 	StepLookup    StepKind = "lookup"    // one settle lookup (it may read several pages: attempts under it)
+	StepStore     StepKind = "store"     // one call of the key store (keystore.Store's Create, Get, Acquire, ...)
 )
 
 // Step describes a step as it begins. Fields not meaningful for a kind
@@ -40,12 +44,16 @@ type Step struct {
 	// Header lets an observer add headers to an attempt's request (trace
 	// context: traceparent, tracestate, baggage). Nil for other steps.
 	Header *RequestHeaders
+	// StoreCall is the keystore.Store method a store step calls, in
+	// lower case: "create", "get", "acquire", "renew", "release",
+	// "update", "list", "delete_expired".
+	StoreCall string
 }
 
 // StepEnd is how a step ended.
 type StepEnd struct {
 	Status   int    // attempt: the HTTP status (0: no answer)
-	Err      error  // the step's error (an operation's is what the caller gets)
+	Err      error  // the step's error (an operation's is what the caller gets; a store call's, e.g. keystore.ErrLeaseHeld)
 	State    string // operation: the state its record was left in ("succeeded", "unknown", ...)
 	Source   Source // operation: how the result was obtained, when it succeeded
 	Attempts int    // operation: requests sent for it so far, across calls
@@ -66,6 +74,7 @@ type Observer interface {
 }
 
 // WithObserver installs an Observer (one per client; the later one wins).
+// Client.Store still returns the store as passed to WithStore.
 func WithObserver(o Observer) Option { return func(c *Client) error { c.observer = o; return nil } }
 
 // RequestHeaders is what an Observer may write to an attempt's request:
@@ -164,4 +173,71 @@ func (c *Client) observeAttempt(req *http.Request, key string) (*http.Request, f
 		}
 		end(se)
 	}
+}
+
+// observedStore is a key store whose calls are observed as StepStore.
+type observedStore struct {
+	s keystore.Store
+	o Observer
+}
+
+func (st observedStore) start(ctx context.Context, call string) (context.Context, func(error)) {
+	ctx, end := st.o.Start(ctx, Step{Kind: StepStore, StoreCall: call})
+	return ctx, func(err error) { end(StepEnd{Err: err}) }
+}
+
+func (st observedStore) Create(ctx context.Context, rec keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
+	ctx, end := st.start(ctx, "create")
+	r, err := st.s.Create(ctx, rec, owner, ttl)
+	end(err)
+	return r, err
+}
+
+func (st observedStore) Get(ctx context.Context, operationID string) (keystore.Record, error) {
+	ctx, end := st.start(ctx, "get")
+	r, err := st.s.Get(ctx, operationID)
+	end(err)
+	return r, err
+}
+
+func (st observedStore) Acquire(ctx context.Context, operationID, owner string, ttl time.Duration) (keystore.Record, error) {
+	ctx, end := st.start(ctx, "acquire")
+	r, err := st.s.Acquire(ctx, operationID, owner, ttl)
+	end(err)
+	return r, err
+}
+
+func (st observedStore) Renew(ctx context.Context, operationID string, token int64, ttl time.Duration) (keystore.Record, error) {
+	ctx, end := st.start(ctx, "renew")
+	r, err := st.s.Renew(ctx, operationID, token, ttl)
+	end(err)
+	return r, err
+}
+
+func (st observedStore) Release(ctx context.Context, operationID string, token int64) error {
+	ctx, end := st.start(ctx, "release")
+	err := st.s.Release(ctx, operationID, token)
+	end(err)
+	return err
+}
+
+func (st observedStore) Update(ctx context.Context, rec keystore.Record) (keystore.Record, error) {
+	ctx, end := st.start(ctx, "update")
+	r, err := st.s.Update(ctx, rec)
+	end(err)
+	return r, err
+}
+
+func (st observedStore) List(ctx context.Context, f keystore.Filter) ([]keystore.Record, error) {
+	ctx, end := st.start(ctx, "list")
+	r, err := st.s.List(ctx, f)
+	end(err)
+	return r, err
+}
+
+func (st observedStore) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
+	ctx, end := st.start(ctx, "delete_expired")
+	n, err := st.s.DeleteExpired(ctx, before, limit)
+	end(err)
+	return n, err
 }

@@ -31,7 +31,7 @@ const causeUnproven = "unproven-history"
 // since when by the store's clock (zero: unknown, e.g. the store could not
 // say; the lookup then waits as if the history began now).
 func (c *Client) unprovenHistory(ctx context.Context) (since time.Time, unproven bool) {
-	hp, ok := c.store.(keystore.HistoryProver)
+	hp, ok := c.userStore.(keystore.HistoryProver)
 	if !ok {
 		return time.Time{}, false
 	}

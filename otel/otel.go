@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/webhook"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -33,6 +35,10 @@ const (
 	AttrErrorBranch   = attribute.Key("pagpolar.error_branch") // a failed call's branch: failed, not_executed, unknown (pagpolar.OutcomeOf)
 	AttrCause         = attribute.Key("pagpolar.cause")
 	AttrFound         = attribute.Key("pagpolar.lookup.found")
+	AttrStoreCall     = attribute.Key("pagpolar.store.call")   // the keystore.Store method: create, get, acquire, renew, release, update, list, delete_expired
+	AttrStoreResult   = attribute.Key("pagpolar.store.result") // ok, or the store's answer: not_found, exists, lease_held, lease_lost, conflict, amnesia, unavailable, timeout, canceled, error
+	AttrWebhookEvent  = attribute.Key("pagpolar.webhook.event")
+	AttrWebhookState  = attribute.Key("pagpolar.webhook.state")
 )
 
 // Setting configures Option.
@@ -102,6 +108,7 @@ type observer struct {
 	retries  metric.Int64Counter
 	lookups  metric.Int64Counter
 	httpDur  metric.Float64Histogram
+	storeDur metric.Float64Histogram
 }
 
 func newObserver(c config) (*observer, error) {
@@ -123,6 +130,8 @@ func newObserver(c config) (*observer, error) {
 	o.lookups, err = m.Int64Counter("pagpolar.client.lookups", metric.WithUnit("{lookup}"), metric.WithDescription("Settle lookups run, by whether they found the effect."))
 	add(err)
 	o.httpDur, err = m.Float64Histogram("http.client.request.duration", metric.WithUnit("s"), metric.WithDescription("Duration of HTTP client requests."))
+	add(err)
+	o.storeDur, err = m.Float64Histogram("pagpolar.client.store.duration", metric.WithUnit("s"), metric.WithDescription("Duration of key-store calls, by call and result."))
 	add(err)
 	return o, errors.Join(errs...)
 }
@@ -196,6 +205,19 @@ func (o *observer) Start(ctx context.Context, s pagpolar.Step) (context.Context,
 			}
 			span.End()
 		}
+	case pagpolar.StepStore:
+		call := AttrStoreCall.String(s.StoreCall)
+		ctx, span := o.tracer.Start(ctx, "pagpolar.store."+s.StoreCall, trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(call))
+		return ctx, func(e pagpolar.StepEnd) {
+			res, failed := storeResult(e.Err)
+			span.SetAttributes(AttrStoreResult.String(res))
+			if failed {
+				span.SetStatus(codes.Error, res)
+			}
+			span.End()
+			o.storeDur.Record(ctx, time.Since(begun).Seconds(), metric.WithAttributes(call, AttrStoreResult.String(res)))
+		}
 	case pagpolar.StepAttempt:
 		host, port := serverOf(s.URL)
 		attrs := []attribute.KeyValue{
@@ -238,6 +260,35 @@ func (o *observer) Start(ctx context.Context, s pagpolar.Step) (context.Context,
 	return ctx, func(pagpolar.StepEnd) {}
 }
 
+// storeResult names a store call's answer, and whether it is a failure
+// of the store (not_found, exists, lease_held, lease_lost and conflict
+// are answers the client acts on).
+func storeResult(err error) (string, bool) {
+	switch {
+	case err == nil:
+		return "ok", false
+	case errors.Is(err, keystore.ErrNotFound):
+		return "not_found", false
+	case errors.Is(err, keystore.ErrExists):
+		return "exists", false
+	case errors.Is(err, keystore.ErrLeaseHeld):
+		return "lease_held", false
+	case errors.Is(err, keystore.ErrLeaseLost):
+		return "lease_lost", false
+	case errors.Is(err, keystore.ErrConflict):
+		return "conflict", false
+	case errors.Is(err, keystore.ErrAmnesia):
+		return "amnesia", true
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout", true
+	case errors.Is(err, context.Canceled):
+		return "canceled", true
+	case errors.Is(err, keystore.ErrUnavailable):
+		return "unavailable", true
+	}
+	return "error", true
+}
+
 // errorType names an error by its class, never by its text (which can
 // quote what the API echoed).
 func errorType(err error) string {
@@ -276,4 +327,30 @@ func withoutQuery(u *url.URL) string {
 	c := *u
 	c.RawQuery, c.Fragment, c.User = "", "", nil
 	return c.String()
+}
+
+// InboxOnOutcome returns a webhook.Config.OnOutcome that counts the
+// Inbox's recorded outcomes as pagpolar.webhook.events, by event name and
+// the state the event was left in (processed, error, dead, or received
+// when handed back), then calls next (if not nil). Of the settings, it
+// uses WithMeterProvider.
+func InboxOnOutcome(next func(webhook.Record), settings ...Setting) (func(webhook.Record), error) {
+	c := config{}
+	for _, s := range settings {
+		s(&c)
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	events, err := c.mp.Meter(ScopeName).Int64Counter("pagpolar.webhook.events", metric.WithUnit("{event}"),
+		metric.WithDescription("Webhook events whose outcome the Inbox recorded, by event and state."))
+	if err != nil {
+		return nil, err
+	}
+	return func(r webhook.Record) {
+		events.Add(context.Background(), 1, metric.WithAttributes(AttrWebhookEvent.String(r.Event), AttrWebhookState.String(string(r.State))))
+		if next != nil {
+			next(r)
+		}
+	}, nil
 }

@@ -134,7 +134,7 @@ func printTree(out io.Writer, spans []sdktrace.ReadOnlySpan) {
 }
 
 var shown = []string{"pagpolar.operation.id", "pagpolar.outcome", "pagpolar.source", "pagpolar.attempts",
-	"url.full", "http.response.status_code", "error.type", "pagpolar.lookup.found"}
+	"url.full", "http.response.status_code", "error.type", "pagpolar.lookup.found", "pagpolar.store.result"}
 
 func describe(s sdktrace.ReadOnlySpan) string {
 	var parts []string
