@@ -154,8 +154,8 @@ func (s *Store) readMarkers(ctx context.Context, l layout) []marker {
 		func(int) []any { return []any{"read", "", s.cfg.shards, ""} })
 }
 
-// openParts is New's check of the shard markers: it picks the key layout of
-// the prefix, checks its shard count, learns each reachable shard's epoch,
+// openParts is New's check of the shard markers: it refuses a prefix of
+// another key layout, checks its shard count, learns each reachable shard's epoch,
 // initialises the markers of a new prefix, and marks lost the shards whose
 // marker vanished while others kept theirs.
 func (s *Store) openParts(ctx context.Context) error {
@@ -179,7 +179,11 @@ func (s *Store) openParts(ctx context.Context) error {
 	case foundTagged > 0:
 		s.layout, ms = layoutTagged, tagged
 	case foundLegacy > 0:
-		s.layout, ms = layoutLegacy, legacy
+		s.layout = layoutLegacy // for the marker's name below
+		key := s.markKey(firstFound(legacy))
+		s.layout = layoutTagged
+		return fmt.Errorf("redisstore: start: %w: prefix %q holds shard markers of key layout 1 ({<shard>} hash tags, such as %s), written by an earlier version; this version reads and writes only key layout 2 ({<prefix>:<shard>}): use a new prefix",
+			ErrLayout, s.cfg.prefix, key)
 	default:
 		if failedTagged > 0 || failedLegacy > 0 {
 			return fmt.Errorf("redisstore: start: prefix %q has no shard marker on the shards that answered, and %d shards could not be read, so New cannot tell a new prefix from one that holds records; try again when every shard answers: %w",
@@ -403,4 +407,14 @@ func (s *Store) AcceptLoss(ctx context.Context, note string) error {
 		return fmt.Errorf("redisstore: accept loss: %w: shards %s could not be reached; call AcceptLoss again", keystore.ErrUnavailable, strings.Join(failed, ","))
 	}
 	return nil
+}
+
+// firstFound is the shard of the first marker that exists.
+func firstFound(ms []marker) int {
+	for i, m := range ms {
+		if m.err == nil && m.exists() {
+			return i
+		}
+	}
+	return 0
 }

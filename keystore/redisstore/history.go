@@ -128,8 +128,6 @@ func (s *Store) startHistory(ctx context.Context) error {
 	switch {
 	case s.openedNew && s.cfg.declareNew != "":
 		_ = s.declareAll(ctx, s.cfg.declareNew)
-	case s.upgradedLegacy:
-		_ = s.declareAll(ctx, "markers added to a prefix of key layout 1, whose data Redis kept")
 	}
 	_ = s.refreshHistory(ctx)
 	return nil

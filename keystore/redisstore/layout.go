@@ -12,9 +12,9 @@ const (
 	// the prefix and the shard, {<prefix>:<shard>}, so the shards of
 	// different prefixes (tenants) fall in different slots.
 	layoutTagged layout = iota
-	// layoutLegacy (layout 1, prefixes written before layout 2): the tag is
-	// the shard number alone, {<shard>}, so every prefix shares the same
-	// slots. New keeps using it for a prefix that holds data in it.
+	// layoutLegacy (layout 1, written by an earlier version): the tag is
+	// the shard number alone, {<shard>}. Only New names it, to refuse a
+	// prefix whose markers are there; nothing is read or written in it.
 	layoutLegacy
 )
 

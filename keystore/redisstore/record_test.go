@@ -119,9 +119,9 @@ func TestRecord_HashIsRefused(t *testing.T) {
 }
 
 // TestNew_RefusesAnotherLayout: a prefix whose markers name no record
-// layout (written when records were hashes), or that has only the key
-// layout 1 <prefix>:meta, is refused by New with an error wrapping
-// ErrLayout, before anything is written.
+// layout (written when records were hashes), that has only the key
+// layout 1 <prefix>:meta, or whose markers are of key layout 1, is refused
+// by New with an error wrapping ErrLayout, before anything is written.
 func TestNew_RefusesAnotherLayout(t *testing.T) {
 	redisOptions(t)
 	admin, _ := startRedis(t)
@@ -150,6 +150,23 @@ func TestNew_RefusesAnotherLayout(t *testing.T) {
 	}
 	s.cfg.prefix = "old"
 	if n := admin.Exists(ctx, s.markKey(0)).Val(); n != 0 {
+		t.Fatal("marker written")
+	}
+
+	// Markers of key layout 1 ({<shard>} tags): refused, naming one, and
+	// nothing written in either layout.
+	l1 := &Store{cfg: defaultConfig(), layout: layoutLegacy}
+	l1.cfg.prefix = "l1"
+	if err := admin.HSet(ctx, l1.markKey(2), "ep", "e1", "sh", "16", "rl", recordLayout).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(admin, WithPrefix("l1"), quiet)
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), l1.markKey(2)) || !strings.Contains(err.Error(), "layout 1") {
+		t.Fatalf("New on a prefix with layout-1 markers: %v, want ErrLayout naming %s", err, l1.markKey(2))
+	}
+	s.cfg.prefix = "l1"
+	l1.layout = layoutLegacy
+	if admin.Exists(ctx, s.markKey(0)).Val() != 0 || admin.Exists(ctx, l1.markKey(0)).Val() != 0 {
 		t.Fatal("marker written")
 	}
 }

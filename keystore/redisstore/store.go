@@ -36,10 +36,6 @@ type Store struct {
 	// New found no marker and wrote them.
 	hist      histCache
 	openedNew bool
-	// upgradedLegacy: New added markers to a prefix of key layout 1,
-	// whose meta key shows Redis kept it: its history is as proven as
-	// before.
-	upgradedLegacy bool
 	// gate fails durable writes fast on a master that cannot confirm them
 	// (wait.go).
 	gate waitGate

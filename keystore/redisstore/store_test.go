@@ -26,13 +26,13 @@ func hashTag(key string) string {
 	return key[i+1 : i+1+j]
 }
 
-// TestKeysOfOneOperationShareASlot checks both layouts without a Cluster:
+// TestKeysOfOneOperationShareASlot checks the key layout without a Cluster:
 // every key a script touches for an operation (record, indexes, the
 // shard's marker) hashes on the same tag, even when the operation ID
 // itself contains braces; layout 2's tag holds the prefix, so two prefixes
 // do not share slots.
 func TestKeysOfOneOperationShareASlot(t *testing.T) {
-	for _, l := range []layout{layoutTagged, layoutLegacy} {
+	for _, l := range []layout{layoutTagged} {
 		s := &Store{cfg: defaultConfig(), layout: l}
 		s.cfg.prefix = "app"
 		for _, id := range []string{"pix:order-1", "{", "}", "{}", "a{b}c", "}{x}", "{{}}", "ção/%_"} {
