@@ -622,9 +622,10 @@ func e2eFakeServer(t *testing.T, open func() webhook.Store) {
 	}
 }
 
-// Regression (issue 14, item 2): a shutdown that interrupts a handler gives
+// A shutdown that interrupts a handler gives
 // the attempt back. Three interrupted deploys left the event with 3 of its 3
-// attempts spent, and the fourth deploy marked it dead without running it.
+// attempts spent, and the fourth deploy would mark it dead without running
+// it.
 func e2eShutdownHandBacks(t *testing.T, open func() webhook.Store) {
 	const key = "TRANSACTION_PAID:s1"
 	runs := 0
@@ -677,7 +678,7 @@ func e2eShutdownHandBacks(t *testing.T, open func() webhook.Store) {
 	}
 }
 
-// Issue 14, item 3, through a store: a renewal without next_billing_at is
+// Through a store, a renewal without next_billing_at is
 // answered 200 and deduped under its fallback key.
 func e2eRenewedFallback(t *testing.T, open func() webhook.Store) {
 	var eff effects
@@ -714,7 +715,7 @@ func e2eRenewedFallback(t *testing.T, open func() webhook.Store) {
 	}
 }
 
-// Issue 14, item 4: every store keeps only the sealed body.
+// Every store keeps only the sealed body.
 func e2eSealed(t *testing.T, open func() webhook.Store) {
 	seen := make(chan []byte, 1)
 	h := newHarness(t, open(), nil, func(c *webhook.Config) {
@@ -738,7 +739,7 @@ func e2eSealed(t *testing.T, open func() webhook.Store) {
 	}
 }
 
-// Issue 14, item 4: Reap removes processed and dead events past retention,
+// Reap removes processed and dead events past retention,
 // batch by batch, and keeps unfinished ones; its dry run lists the same.
 func e2eReap(t *testing.T, open func() webhook.Store) {
 	h := newHarness(t, open(), nil, func(c *webhook.Config) {

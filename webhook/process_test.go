@@ -1,3 +1,6 @@
+// The handler run under an event's lease: the lease is kept while the handler
+// runs.
+
 package webhook_test
 
 import (
@@ -10,9 +13,9 @@ import (
 	"github.com/pagpolar/pagpolar-go/webhook"
 )
 
-// Regression from a review: the lease stopped being renewed when the
-// handler's context ended (HandlerTimeout), although the handler kept
-// running; another process then claimed the event and ran it beside it.
+// The lease is renewed while the handler runs, even after the handler's
+// context ended (HandlerTimeout): a lease left to lapse would let another
+// process claim the event and run it beside the handler still running.
 func TestLeaseKeptWhileHandlerOverruns(t *testing.T) {
 	store := webhook.NewMemoryStore()
 	var running, maxRunning, runs atomic.Int32
