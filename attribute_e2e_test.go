@@ -165,10 +165,9 @@ func TestAttribute_RecognisedOtherValueIsNoProof(t *testing.T) {
 	}
 }
 
-// Regression tests for the findings of the "fail safe when the API or the
-// clock is not what we assumed" issue. Each failed on the engine before it
-// (checked by running them against that commit's root package) and names
-// the finding it guards.
+// The engine fails safe when the API or the clock is not what it assumed:
+// each test below drives one such difference through the client and
+// asserts on the ledger.
 
 // The independent server spelled the card method "credit-card": the
 // lookup read the operation's own sale as another operation's, trusted the

@@ -161,7 +161,7 @@ func TestClaim_SucceededRefundWithoutClaimIsNotTaken(t *testing.T) {
 // wire.Amount reads the integer 1000 as 1000 centavos *or* 1000 reais
 // (100000 centavos), and attribution takes a refund as the operation's when
 // any reading matches. The guard for two unsettled refunds that could own
-// one effect (contested, added after the first review) asks for
+// one effect (contested) asks for
 // o.Amount == m.Amount. Refund "rf-big" (R$1000, 100000 centavos) is
 // never processed (a gateway's 502); refund "rf-small" of the same sale
 // (R$10, 1000 centavos), sent after it, commits and loses its answer. The

@@ -13,7 +13,7 @@ import (
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
-// faultCase is one fault of the foundation issue and what the caller must
+// faultCase is one fault of the kinds docs/SAFETY.md names and what the caller must
 // see. Every case asserts on the fake's ledger: exactly one successful effect
 // for the operation, never two.
 type faultCase struct {
@@ -322,7 +322,7 @@ func (s *lostCreateReply) Create(ctx context.Context, rec keystore.Record, owner
 	return got, err
 }
 
-// TestLostCreateReplySendsNothingAndFreesTheLease (issue 12): a Create
+// TestLostCreateReplySendsNothingAndFreesTheLease: a Create
 // whose reply is lost after it wrote the record ends the call with
 // ErrStoreUnavailable and nothing sent; the record's lease is released, so
 // the next call (another worker's too) takes it at once instead of waiting

@@ -171,7 +171,7 @@ func TestLookup_ReadsEveryPage(t *testing.T) {
 // A lookup observes the API when it is sent. One sent before the moment a
 // not-found becomes conclusive, and answered after it (a slow read), was
 // taken for conclusive: the sale, still lagging when the list was read,
-// was "not found" and charged again. (Found by the shape suite under load.)
+// was "not found" and charged again.
 func TestLookup_SentBeforeTheTrustMomentIsNotConclusive(t *testing.T) {
 	f := newFixture(t, nil)
 	u, _ := url.Parse(f.srv.URL)

@@ -190,7 +190,7 @@ func randHex(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// leakTokenSources are the token sources issue 17 names: a static token, a
+// leakTokenSources are the token sources a client may be given: a static token, a
 // source that returns a new token on every call (as a refreshing source
 // does after a 401), and one that has nothing more to give after its first
 // token (a ctx that ended: a token fetched again would be none at all).

@@ -19,10 +19,10 @@ func dateHeader(t time.Time) http.Header {
 // against: the stepped answers are kept out while earlier ones are recent
 // (so a fresh answer checked against an earlier floor may validate again),
 // and once those have aged out the estimator starts afresh, unvalidated —
-// it must never hand a first send a stepped floor marked usable. Before
-// this (review of the unseen-shape fixes), a validation earned against a
-// pre-step floor carried over to the stepped samples: a floor an hour late
-// with FloorOK, and the charge's own sale excluded.
+// it must never hand a first send a stepped floor marked usable. A
+// validation earned against a pre-step floor must not carry over to the
+// stepped samples: that would give a floor an hour late with FloorOK, and
+// the charge's own sale excluded.
 func TestServerClock_StepOutlastingTheSamples(t *testing.T) {
 	var sc serverClock
 	tol := 2 * time.Second

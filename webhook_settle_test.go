@@ -48,7 +48,7 @@ func TestSettleFromWebhook_Charge(t *testing.T) {
 	}
 }
 
-// Issue 14, item 6: the API's error message is stored, scrubbed of the
+// The API's error message is stored, scrubbed of the
 // customer's data, so that a repeated call and ops show say why.
 func TestFailedOperationKeepsTheAPIsReason(t *testing.T) {
 	f := newFixture(t, nil)

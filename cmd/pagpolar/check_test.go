@@ -157,7 +157,7 @@ func TestCheckRefusesProduction(t *testing.T) {
 	}
 }
 
-// MED-3: a base URL with user information is refused before anything is
+// A base URL with user information is refused before anything is
 // sent, and its password is not printed.
 func TestCheck_BaseURLUserinfoIsRefused(t *testing.T) {
 	rt := useRecordingTransport(t)

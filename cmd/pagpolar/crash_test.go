@@ -34,7 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The tests of this file are issue 4's done-when for processes: crash
+// The tests of this file prove the engine across processes: crash
 // points that SIGKILL a worker process, a new process that settles what it
 // left, and a store that goes away mid-run.
 

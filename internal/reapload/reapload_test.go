@@ -1,5 +1,5 @@
 // Package reapload measures live charges while a reap removes a large
-// number of expired records (issue 15, item 3). It is a measurement, not a
+// number of expired records. It is a measurement, not a
 // unit test: it runs only when PAGPOLAR_REAP_LOAD names the stores to
 // measure (comma-separated: sqlite, postgres, redis), and prints its figures
 // with t.Log (run with -v).
