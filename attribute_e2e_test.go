@@ -38,7 +38,7 @@ func TestAttribute_RefundAmountAsFloatOfCentavosIsNoProof(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			proxy := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+			proxy := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 				if status >= 300 || !strings.Contains(r.URL.Path, "/refunds") {
 					return body
 				}
@@ -80,7 +80,7 @@ func TestAttribute_RefundAmountAsFloatOfCentavosIsNoProof(t *testing.T) {
 // before: every fresh answer had been accepted.
 func TestAttribute_LearnedMethodSpellingIsNoProof(t *testing.T) {
 	f := newFixture(t, nil)
-	proxy := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+	proxy := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 		if status >= 300 {
 			return body
 		}
@@ -146,7 +146,7 @@ func TestAttribute_RecognisedOtherValueIsNoProof(t *testing.T) {
 		for _, fault := range []pagpolartest.FaultAction{pagpolartest.FaultCommitThen500, pagpolartest.FaultCommitThenDrop} {
 			t.Run(name+"/"+fault.String(), func(t *testing.T) {
 				f := newFixture(t, nil)
-				proxy := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+				proxy := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 					if status >= 300 || !strings.Contains(r.URL.Path, "sales") && !strings.Contains(r.URL.Path, "/payments/") {
 						return body
 					}
@@ -259,7 +259,7 @@ func TestAttribute_RefundAmountThatIsTheSalesIsNoProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	saleAmount := sale.Sale.Amount
-	base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+	base := answerProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
 		if !strings.HasSuffix(req.URL.Path, "/refunds") || resp.StatusCode >= 300 {
 			return body
 		}
@@ -267,7 +267,7 @@ func TestAttribute_RefundAmountThatIsTheSalesIsNoProof(t *testing.T) {
 			m["refund_amount"], m["amount"] = m["amount"], saleAmount
 		})
 	})
-	c := unseenClient(t, f, base)
+	c := proxiedClient(t, f, base)
 	f.srv.Inject(pagpolartest.Fault{Route: "refund", Action: pagpolartest.FaultCommitDropRelease, Times: 1})
 	r, err := c.Refunds.Create(f.ctx, RefundParams{OperationID: "rf-amount-1", SaleID: sale.Sale.ID, Amount: 1500})
 	id := ""
@@ -292,7 +292,7 @@ func TestAttribute_FullRefundDoesNotTeachAmountEcho(t *testing.T) {
 		t.Fatal(err)
 	}
 	saleAmount := s1.Sale.Amount
-	base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+	base := answerProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
 		if !strings.HasSuffix(req.URL.Path, "/refunds") || resp.StatusCode >= 300 {
 			return body
 		}
@@ -300,7 +300,7 @@ func TestAttribute_FullRefundDoesNotTeachAmountEcho(t *testing.T) {
 			m["refund_amount"], m["amount"] = m["amount"], saleAmount
 		})
 	})
-	c := unseenClient(t, f, base)
+	c := proxiedClient(t, f, base)
 	if _, err := c.Refunds.Create(f.ctx, RefundParams{OperationID: "rf-full", SaleID: s1.Sale.ID, Amount: saleAmount}); err != nil {
 		t.Fatalf("full refund: %v", err)
 	}

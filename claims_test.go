@@ -33,7 +33,7 @@ func TestClaim_RefundInFlightOnTheSameSaleIsNotTaken(t *testing.T) {
 	}
 	f.srv.Clock.Advance(5 * time.Second)
 	// B's reads are 150 ms slower (another host, farther away).
-	slow := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+	slow := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 		if isGet(r, "/refunds") {
 			time.Sleep(150 * time.Millisecond)
 		}

@@ -259,7 +259,7 @@ func TestClassify_ValidationMessageNamingHeadersIsARefusal(t *testing.T) {
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(gw.Close)
-	c := unseenClient(t, f, gw.URL)
+	c := proxiedClient(t, f, gw.URL)
 	start := time.Now()
 	_, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-400", Customer: goodCustomer})
 	var ae *APIError

@@ -36,7 +36,7 @@ func TestIdempotency_KeyReuseAnswered4xxIsNotFailure(t *testing.T) {
 					t.Fatalf("host A: %v", err)
 				}
 				f.srv.Clock.Advance(5 * time.Second)
-				base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+				base := answerProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
 					if resp.Header.Get("Idempotency-Replayed") != "true" {
 						return body
 					}

@@ -72,7 +72,7 @@ func TestLookup_UnreadPagingNeverProvesNotFound(t *testing.T) {
 	for _, style := range styles {
 		t.Run(style, func(t *testing.T) {
 			f := newFixture(t, nil)
-			proxy := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+			proxy := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 				if status != 200 || !isGet(r, "/sales") {
 					return body
 				}
@@ -249,7 +249,7 @@ func TestLookup_CachedListIsNotCurrent(t *testing.T) {
 					_, _ = w.Write(e.body)
 				}))
 				t.Cleanup(gw.Close)
-				c := unseenClient(t, f, gw.URL)
+				c := proxiedClient(t, f, gw.URL)
 				if warm {
 					warmClock(f, c)
 				}
@@ -277,7 +277,7 @@ func TestLookup_CachedListIsNotCurrent(t *testing.T) {
 func TestLookup_SaleWithoutReferenceIsNotOurs(t *testing.T) {
 	f := newFixture(t, nil)
 	refs := []string{"order-fa", "order-fb"}
-	base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+	base := answerProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
 		strip := func(b []byte) []byte {
 			return editObjects(b, func(m map[string]any) { delete(m, "external_reference") })
 		}
@@ -303,7 +303,7 @@ func TestLookup_SaleWithoutReferenceIsNotOurs(t *testing.T) {
 		}
 		return strip(mustMarshal(map[string]any{"data": all}))
 	})
-	c := unseenClient(t, f, base)
+	c := proxiedClient(t, f, base)
 	warmClock(f, c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", ExternalReference: "order-fa", Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
 	type out struct {
@@ -338,11 +338,11 @@ func TestLookup_SaleWithoutReferenceIsNotOurs(t *testing.T) {
 // miss or pass).
 func TestLookup_AgeZeroOnEveryAnswerIsNotACachedCopy(t *testing.T) {
 	f := newFixture(t, nil)
-	base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+	base := answerProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
 		resp.Header.Set("Age", "0")
 		return body
 	})
-	c := unseenClient(t, f, base)
+	c := proxiedClient(t, f, base)
 	sale, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "order-age", Customer: goodCustomer, CardToken: "tok_ok"})
 	if err != nil {
 		t.Fatal(err)
@@ -413,7 +413,7 @@ func TestLookup_CachedCopyAgeCountsFromTheSend(t *testing.T) {
 		_, _ = w.Write(b)
 	}))
 	t.Cleanup(gw.Close)
-	c := unseenClient(t, f, gw.URL)
+	c := proxiedClient(t, f, gw.URL)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", ExternalReference: "order-rev4", Action: pagpolartest.FaultCommitThen500, LookupLag: 40 * time.Millisecond, Times: 1})
 	ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-rev4", Customer: goodCustomer})
 	id := ""

@@ -45,13 +45,13 @@ func TestRetry_RetryAfterFormsStayWithinThePolicy(t *testing.T) {
 		t.Run(ra, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
-			base := unseenProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
+			base := answerProxy(t, f, func(req *http.Request, resp *http.Response, body []byte) []byte {
 				if resp.StatusCode == http.StatusTooManyRequests {
 					resp.Header.Set("Retry-After", ra)
 				}
 				return body
 			})
-			c := unseenClient(t, f, base)
+			c := proxiedClient(t, f, base)
 			f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultRateLimit, Times: 2})
 			start := time.Now()
 			ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-ra", Customer: goodCustomer})

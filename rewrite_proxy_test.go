@@ -18,14 +18,14 @@ import (
 	"testing"
 )
 
-// advRewrite rewrites one answer of the fake: the request it answers, its
+// bodyRewrite rewrites one answer of the fake: the request it answers, its
 // status, its headers (modifiable) and its body; it returns the new body.
-type advRewrite func(r *http.Request, status int, h http.Header, body []byte) []byte
+type bodyRewrite func(r *http.Request, status int, h http.Header, body []byte) []byte
 
-// advProxy puts a reverse proxy in front of the fake that passes every
+// bodyProxy puts a reverse proxy in front of the fake that passes every
 // answer through rw. A connection the fake drops becomes the proxy's 502
 // with an empty body (ambiguous, as a drop is).
-func advProxy(t *testing.T, f *fixture, rw advRewrite) string {
+func bodyProxy(t *testing.T, f *fixture, rw bodyRewrite) string {
 	t.Helper()
 	u, _ := url.Parse(f.srv.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)
@@ -103,19 +103,19 @@ func rewritingProxy(t *testing.T, f *fixture, method, pathPrefix string, rewrite
 	return ps.URL
 }
 
-// unseenClient is a client of f's credential, with f's store, talking to
+// proxiedClient is a client of f's credential, with f's store, talking to
 // base.
-func unseenClient(t *testing.T, f *fixture, base string) *Client {
+func proxiedClient(t *testing.T, f *fixture, base string) *Client {
 	t.Helper()
 	return f.client(t, WithStore(f.store), WithBaseURL(base))
 }
 
-// unseenRewrite edits one answer of the fake: its status and headers in
+// answerRewrite edits one answer of the fake: its status and headers in
 // resp (modifiable), its body returned.
-type unseenRewrite func(req *http.Request, resp *http.Response, body []byte) []byte
+type answerRewrite func(req *http.Request, resp *http.Response, body []byte) []byte
 
-// unseenProxy is advProxy with the status modifiable too.
-func unseenProxy(t *testing.T, f *fixture, rw unseenRewrite) string {
+// answerProxy is bodyProxy with the status modifiable too.
+func answerProxy(t *testing.T, f *fixture, rw answerRewrite) string {
 	t.Helper()
 	u, _ := url.Parse(f.srv.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)
@@ -153,7 +153,7 @@ func listItems(body []byte) ([]json.RawMessage, bool) {
 }
 
 // onSales rewrites the sale list answers (GET /sales) with fn.
-func onSales(fn func(items []json.RawMessage, resp *http.Response) []byte) unseenRewrite {
+func onSales(fn func(items []json.RawMessage, resp *http.Response) []byte) answerRewrite {
 	return func(req *http.Request, resp *http.Response, body []byte) []byte {
 		if !isGet(req, "/sales") || resp.StatusCode != 200 {
 			return body
@@ -176,7 +176,7 @@ func mustMarshal(v any) []byte {
 
 // editSales applies fn to every sale object of POST /payments/pix answers
 // and of GET /sales lists.
-func editSales(fn func(m map[string]any)) unseenRewrite {
+func editSales(fn func(m map[string]any)) answerRewrite {
 	return func(req *http.Request, resp *http.Response, body []byte) []byte {
 		if isPost(req, "/payments/pix") && resp.StatusCode < 300 || isGet(req, "/sales") && resp.StatusCode == 200 {
 			return editObjects(body, fn)
@@ -186,7 +186,7 @@ func editSales(fn func(m map[string]any)) unseenRewrite {
 }
 
 // onPixAnswer rewrites the 2xx answers of POST /payments/pix.
-func onPixAnswer(fn func(resp *http.Response, body []byte) []byte) unseenRewrite {
+func onPixAnswer(fn func(resp *http.Response, body []byte) []byte) answerRewrite {
 	return func(req *http.Request, resp *http.Response, body []byte) []byte {
 		if !isPost(req, "/payments/pix") || resp.StatusCode >= 300 {
 			return body

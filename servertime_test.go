@@ -139,7 +139,7 @@ func TestClientClock_AheadKeepsTheOwnSale(t *testing.T) {
 func TestServerClock_DateStepAheadKeepsTheOwnSale(t *testing.T) {
 	f := newFixture(t, nil)
 	var jump atomic.Bool
-	base := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+	base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 		if jump.Load() {
 			if d, err := http.ParseTime(h.Get("Date")); err == nil {
 				h.Set("Date", d.Add(time.Hour).UTC().Format(http.TimeFormat))
@@ -147,7 +147,7 @@ func TestServerClock_DateStepAheadKeepsTheOwnSale(t *testing.T) {
 		}
 		return body
 	})
-	c := unseenClient(t, f, base)
+	c := proxiedClient(t, f, base)
 	if _, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "warm-step", Customer: goodCustomer}); err != nil {
 		t.Fatalf("warm-up charge: %v", err)
 	}
@@ -178,7 +178,7 @@ func TestServerClock_DateStepAheadKeepsTheOwnSale(t *testing.T) {
 // the earlier decline. The retry must not be reported declined on that
 // guess: it was never tried.
 func TestServerClock_CreationTimesAheadOfDateDoNotDeclineARetry(t *testing.T) {
-	shift := map[string]advRewrite{
+	shift := map[string]bodyRewrite{
 		"created-3h-ahead": func(r *http.Request, status int, h http.Header, body []byte) []byte {
 			return editObjects(body, func(m map[string]any) {
 				if s, ok := m["created_at"].(string); ok {
@@ -199,7 +199,7 @@ func TestServerClock_CreationTimesAheadOfDateDoNotDeclineARetry(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
-			c := unseenClient(t, f, advProxy(t, f, rw))
+			c := proxiedClient(t, f, bodyProxy(t, f, rw))
 			if _, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "warm-ahead", Customer: goodCustomer, CardToken: "tok_w"}); err != nil {
 				t.Fatalf("warm-up charge: %v", err)
 			}
@@ -234,7 +234,7 @@ func TestServerClock_DateStepFollowedByChargesKeepsTheOwnSale(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			f := newFixture(t, nil)
 			var jump atomic.Bool
-			base := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+			base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 				if jump.Load() {
 					if d, err := http.ParseTime(h.Get("Date")); err == nil {
 						h.Set("Date", d.Add(time.Hour).UTC().Format(http.TimeFormat))
@@ -242,7 +242,7 @@ func TestServerClock_DateStepFollowedByChargesKeepsTheOwnSale(t *testing.T) {
 				}
 				return body
 			})
-			c := unseenClient(t, f, base)
+			c := proxiedClient(t, f, base)
 			if _, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "warm-step", Customer: goodCustomer}); err != nil {
 				t.Fatalf("warm-up charge: %v", err)
 			}
@@ -275,7 +275,7 @@ func TestServerClock_StepBackKeepsTheOwnSale(t *testing.T) {
 	f := newFixture(t, nil)
 	var ahead atomic.Bool
 	ahead.Store(true)
-	base := advProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+	base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 		if !ahead.Load() {
 			return body
 		}
@@ -290,7 +290,7 @@ func TestServerClock_StepBackKeepsTheOwnSale(t *testing.T) {
 			}
 		})
 	})
-	c := unseenClient(t, f, base)
+	c := proxiedClient(t, f, base)
 	for i := range 3 {
 		if _, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: fmt.Sprint("warm-", i), Customer: goodCustomer}); err != nil {
 			t.Fatalf("warm-up charge: %v", err)

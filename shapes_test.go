@@ -300,7 +300,7 @@ func (c offsetClock) After(d time.Duration) <-chan time.Time { return c.base.Aft
 func TestShapes_UndocumentedAnswers(t *testing.T) {
 	cases := []struct {
 		name string
-		rw   unseenRewrite
+		rw   answerRewrite
 	}{
 		// 2xx answers to the charge.
 		{"202-processing", onPixAnswer(func(resp *http.Response, b []byte) []byte {
@@ -402,7 +402,7 @@ func TestShapes_UndocumentedAnswers(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/warm=%v", tc.name, fc.name, warm), func(t *testing.T) {
 					t.Parallel()
 					f := newFixture(t, nil)
-					c := unseenClient(t, f, unseenProxy(t, f, tc.rw))
+					c := proxiedClient(t, f, answerProxy(t, f, tc.rw))
 					if warm {
 						warmClock(f, c)
 					}

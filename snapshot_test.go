@@ -35,18 +35,18 @@ import (
 func TestSnapshot_AbsenceProvesNewDespiteTheServerClock(t *testing.T) {
 	cases := []struct {
 		name string
-		rw   func(f *fixture) advRewrite
+		rw   func(f *fixture) bodyRewrite
 	}{
-		{"control/no-rewrite", func(f *fixture) advRewrite {
+		{"control/no-rewrite", func(f *fixture) bodyRewrite {
 			return func(r *http.Request, status int, h http.Header, body []byte) []byte { return body }
 		}},
-		{"gateway-date-5s-ahead", func(f *fixture) advRewrite {
+		{"gateway-date-5s-ahead", func(f *fixture) bodyRewrite {
 			return func(r *http.Request, status int, h http.Header, body []byte) []byte {
 				h.Set("Date", f.srv.Clock.Now().Add(5*time.Second).UTC().Format(http.TimeFormat))
 				return body
 			}
 		}},
-		{"created-at-local-time-labelled-utc", func(f *fixture) advRewrite {
+		{"created-at-local-time-labelled-utc", func(f *fixture) bodyRewrite {
 			brt := time.FixedZone("BRT", -3*3600)
 			return func(r *http.Request, status int, h http.Header, body []byte) []byte {
 				if status >= 300 {
@@ -67,7 +67,7 @@ func TestSnapshot_AbsenceProvesNewDespiteTheServerClock(t *testing.T) {
 			pol := testPolicy()
 			pol.ServerClockTolerance = DefaultRetryPolicy.ServerClockTolerance // the production 2 s
 			f := newFixture(t, nil, WithRetryPolicy(pol))
-			proxy := advProxy(t, f, tc.rw(f))
+			proxy := bodyProxy(t, f, tc.rw(f))
 			c := f.client(t, WithStore(f.store), WithBaseURL(proxy), WithRetryPolicy(pol)) // cold: no Date seen yet
 			f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
 			ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-clock", Customer: goodCustomer})
@@ -84,7 +84,7 @@ func TestSnapshot_AbsenceProvesNewDespiteTheServerClock(t *testing.T) {
 			pol := testPolicy()
 			pol.ServerClockTolerance = DefaultRetryPolicy.ServerClockTolerance
 			f := newFixture(t, nil, WithRetryPolicy(pol))
-			proxy := advProxy(t, f, tc.rw(f))
+			proxy := bodyProxy(t, f, tc.rw(f))
 			ctx1, cancel1 := context.WithCancel(f.ctx)
 			defer cancel1()
 			c := f.client(t, WithStore(f.store), WithBaseURL(proxy), WithRetryPolicy(pol), WithHook(func(_ context.Context, e Event) {

@@ -239,7 +239,7 @@ func TestTransport_CutOrEncodedAnswersSettleByLookup(t *testing.T) {
 				}))
 				gw.Config.ErrorLog = log.New(io.Discard, "", 0)
 				t.Cleanup(gw.Close)
-				c := unseenClient(t, f, gw.URL)
+				c := proxiedClient(t, f, gw.URL)
 				if fc.fault != nil {
 					f.srv.Inject(*fc.fault)
 				}
