@@ -11,7 +11,7 @@ import (
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
-// BenchmarkResumeAll1000 measures recovery (issue 15 item 4): ResumeAll
+// BenchmarkResumeAll1000 measures recovery: ResumeAll
 // settling 1,000 operations left unknown by answers lost after the commit,
 // against a fake with 20 ms of latency per request. Goal: ≤ 1 s per 1,000.
 // Each op/iteration is one ResumeAll over 1,000 records.

@@ -1,10 +1,19 @@
 package pagpolar
 
 import (
+	"bytes"
 	"errors"
+	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 // The classification table (SAFETY rules 3–5): every status class, with
@@ -134,5 +143,131 @@ func TestServedByCache(t *testing.T) {
 		if _, got := servedByCache(c.h, now, c.notBefore); got != c.want {
 			t.Errorf("servedByCache(%v, notBefore %v) = %v, want %v", c.h, c.notBefore.Sub(now), got, c.want)
 		}
+	}
+}
+
+// A 504 whose body is JSON with a code (a gateway's) was taken for the
+// API's own answer: "the original has ended", so a not-found was trusted
+// after SettleDelay instead of the window, while the lookup lagged. Two
+// sales.
+func TestClassify_Gateway504WithJSONBodyDoesNotEndTheWindow(t *testing.T) {
+	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithShapes(pagpolartest.ShapeGatewayJSON)})
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultGatewayAfterCommit, Status: 504, LookupLag: 150 * time.Millisecond, Times: 1})
+	if _, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-gw", Customer: goodCustomer}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.successful("sale"); n != 1 {
+		t.Fatalf("%d sales, want 1", n)
+	}
+	// The classification itself: no 502/504 ends the window, whatever its
+	// body; a 503 that is not the API's is not "not processed".
+	for _, st := range []int{502, 504} {
+		for _, own := range []bool{false, true} {
+			if v, _ := classify(answer{status: st, apiOwn: own}); v != vAmbiguous {
+				t.Errorf("%d (API body %v): %s, want ambiguous", st, own, v)
+			}
+		}
+	}
+	if v, _ := classify(answer{status: 503}); v != vAmbiguous {
+		t.Errorf("503 without the API's body: %s, want ambiguous", v)
+	}
+}
+
+// An intermediary's 504 (upstream still running) is classified
+// vAmbiguousEnd: "the original has ended", so a not-found is trusted after
+// SettleDelay instead of after the processing window. Lookup lag shorter
+// than SettleDelay (harmless after a real API 500) now charges twice.
+func TestClassify_Gateway504KeepsTheWindowOpen(t *testing.T) {
+	pol := testPolicy()
+	pol.SettleDelay = 200 * time.Millisecond
+	f := newFixture(t, nil, WithRetryPolicy(pol))
+	u, _ := url.Parse(f.srv.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/payments/pix") {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		out, _ := http.NewRequest(http.MethodPost, f.srv.URL+r.URL.Path, bytes.NewReader(body))
+		out.Header = r.Header.Clone()
+		done := make(chan *http.Response, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(out)
+			if err != nil {
+				done <- nil
+				return
+			}
+			done <- resp
+		}()
+		select {
+		case resp := <-done:
+			if resp == nil {
+				w.WriteHeader(502)
+				return
+			}
+			defer resp.Body.Close()
+			maps.Copy(w.Header(), resp.Header)
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		case <-time.After(20 * time.Millisecond): // gateway upstream timeout
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusGatewayTimeout)
+			_, _ = io.WriteString(w, "<html>504 Gateway Time-out</html>")
+		}
+	}))
+	defer gw.Close()
+	c := f.client(t, WithStore(f.store), WithBaseURL(gw.URL), WithRetryPolicy(pol))
+	// Upstream: queued 150 ms, then commits, fails with 500 (key released),
+	// and the sale shows in lookups 150 ms later (< SettleDelay 200 ms).
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultLatency, Delay: 150 * time.Millisecond, Times: 1})
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, LookupLag: 150 * time.Millisecond, Times: 1})
+	_, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-gw", Customer: goodCustomer})
+	t.Logf("err=%v posts=%d", err, f.posts("pix"))
+	time.Sleep(300 * time.Millisecond)
+	if n := f.successful("sale"); n != 1 {
+		t.Errorf("BUG: %d sales: a gateway 504 was taken as the end of the original", n)
+	}
+}
+
+func TestClassify_API500AfterCommitChargesOnce(t *testing.T) {
+	pol := testPolicy()
+	pol.SettleDelay = 200 * time.Millisecond
+	f := newFixture(t, nil, WithRetryPolicy(pol))
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultLatency, Delay: 150 * time.Millisecond, Times: 1})
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, LookupLag: 150 * time.Millisecond, Times: 1})
+	_, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-gw", Customer: goodCustomer})
+	if n := f.successful("sale"); n != 1 || err != nil {
+		t.Errorf("control: %d sales, %v", n, err)
+	}
+}
+
+// A 400 the API answers for a missing required field, whose message lists
+// the accepted headers (the key among them): documented as "invalid body:
+// key not registered".
+func TestClassify_ValidationMessageNamingHeadersIsARefusal(t *testing.T) {
+	f := newFixture(t, nil)
+	u, _ := url.Parse(f.srv.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"code":"validation_error","message":"customer.email é obrigatório; cabeçalhos exigidos: Authorization, Idempotency-Key"}`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(gw.Close)
+	c := proxiedClient(t, f, gw.URL)
+	start := time.Now()
+	_, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-400", Customer: goodCustomer})
+	var ae *APIError
+	var ue *OutcomeUnknownError
+	t.Logf("err=%v (APIError=%v unknown=%v) after %v", err, errors.As(err, &ae), errors.As(err, &ue), time.Since(start))
+	rec, _ := f.store.Get(f.ctx, c.storeID("pix:order-400"))
+	t.Logf("record: state=%s error=%q", rec.State, rec.Error)
+	if !errors.As(err, &ae) {
+		t.Errorf("a documented 400 (invalid body, key not registered) ended %v, not as the API's refusal", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -459,99 +458,6 @@ func (c *Client) apiError(r *response, key, token string, private []string) *API
 	return e
 }
 
-// redact is err with the token removed from its text. The text is that of
-// a transport error, which can quote what the server sent (net/http's
-// "malformed HTTP response \"…\""), so personal data goes too.
-func redact(err error, token string) error {
-	msg := err.Error()
-	clean := redactSecret(msg, token)
-	if strings.Contains(clean, "malformed HTTP") {
-		clean = scrubPersonal(clean, nil) // the server's bytes, quoted
-	}
-	if clean == msg {
-		return err // the original, with its types (*url.Error, *net.OpError)
-	}
-	r := &redactedError{msg: clean}
-	for _, k := range []error{context.DeadlineExceeded, context.Canceled, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNREFUSED, syscall.ECONNRESET} {
-		if errors.Is(err, k) {
-			r.kinds = append(r.kinds, k)
-		}
-	}
-	var ne net.Error
-	r.timeout = errors.As(err, &ne) && ne.Timeout()
-	return r
-}
-
-// redactedError is a transport error's scrubbed text. It keeps the
-// failure's kind for errors.Is (the standard sentinels it matched) and
-// Timeout, but not the original error, whose text still holds the secret.
-type redactedError struct {
-	msg     string
-	kinds   []error
-	timeout bool
-}
-
-func (e *redactedError) Error() string   { return e.msg }
-func (e *redactedError) Unwrap() []error { return e.kinds }
-func (e *redactedError) Timeout() bool   { return e.timeout }
-func (e *redactedError) Temporary() bool { return false }
-
-// redactToken replaces token in s where it stands as a whole value (not
-// inside a longer run of token characters): a short token must not blot
-// out letters of the words around it.
-func redactToken(s, token string) string {
-	if token == "" {
-		return s
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(s, token)
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		end := i + len(token)
-		// A token of longToken bytes or more is a secret wherever it
-		// stands; a shorter one only as a whole value, so that it does not
-		// blot out words around it (a full stop after it ends it too).
-		whole := len(token) >= longToken || (i == 0 || !tokenChar(s[i-1]) || s[i-1] == '=') &&
-			(end == len(s) || !tokenChar(s[end]) || s[end] == '.' && (end+1 == len(s) || !tokenChar(s[end+1])))
-		b.WriteString(s[:i])
-		if whole {
-			b.WriteString("[redacted]")
-		} else {
-			b.WriteString(token)
-		}
-		s = s[end:]
-	}
-}
-
-// longToken is the length from which a token is redacted even inside a
-// longer run of token characters (an echo like "Bearer<tok>" or "tok=<tok>x").
-const longToken = 8
-
-// requestID is the X-Request-Id header kept for errors and records: the
-// sent token removed, and only if it still looks like an ID (at most 128
-// bytes of letters, digits and ._:-), since a gateway may echo anything.
-func requestID(h, token string) string {
-	h = redactSecret(strings.TrimSpace(h), token)
-	if len(h) > 128 {
-		return ""
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:-", c) >= 0) {
-			return ""
-		}
-	}
-	return h
-}
-
-// tokenChar: the characters a bearer token is made of (RFC 6750 b64token).
-func tokenChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~+/=", c) >= 0
-}
-
 // retryAfter parses a Retry-After header in seconds or as an HTTP date; a
 // date is read against the answer's own Date header, so the client's clock
 // plays no part (it may be minutes off).
@@ -571,78 +477,4 @@ func (c *Client) retryAfter(h http.Header) time.Duration {
 		return t.Sub(d)
 	}
 	return t.Sub(c.clock.Now())
-}
-
-// getN performs a read with at most maxAttempts attempts: reads have no
-// effect, so they are retried on transport errors, 429 and 5xx (within the
-// retry budget). A non-2xx answer that is not retried is an *APIError.
-func (c *Client) getN(ctx context.Context, u *url.URL, maxAttempts int) (*response, error) {
-	var bo BackOff
-	var last error
-	for attempt := 1; ; attempt++ {
-		token, err := c.token(ctx)
-		var r *response
-		if err == nil {
-			r, err = c.sendWith(ctx, token, http.MethodGet, u, nil, "")
-		}
-		var retryAfter time.Duration
-		switch {
-		case err != nil:
-			last = err
-		case r.status >= 200 && r.status < 300:
-			// Reads spend the budget when they retry but do not earn it:
-			// only answers to money requests say the API is processing them.
-			return r, nil
-		case r.status == 429 || r.status >= 500:
-			last = c.apiError(r, "", token, nil)
-			retryAfter = c.retryAfter(r.header)
-		default:
-			return r, c.apiError(r, "", token, nil)
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", u.Path, ctx.Err(), last)
-		}
-		if attempt >= maxAttempts {
-			return nil, fmt.Errorf("pagpolar: GET %s failed after %d attempt(s): %w", u.Path, attempt, last)
-		}
-		if !c.budget.takeRetry() {
-			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %w)", u.Path, ErrBudgetExhausted, last)
-		}
-		if bo == nil {
-			bo = c.policy.NewBackOff()
-		}
-		w := c.policy.nextWait(bo, retryAfter)
-		c.emit(ctx, Event{Kind: EventWait, Path: u.Path, Attempt: attempt, Wait: w, Err: last})
-		if err := sleep(ctx, c.clock, w); err != nil {
-			return nil, fmt.Errorf("pagpolar: GET %s: %w (last error: %v)", u.Path, err, last)
-		}
-	}
-}
-
-// getObject reads one object (GET path) with the policy's attempts.
-func (c *Client) getObject(ctx context.Context, kind effectKind, path string) (effect, error) {
-	r, err := c.getN(ctx, c.url(path, nil), c.policy.MaxAttempts)
-	if err != nil {
-		return effect{}, err
-	}
-	e, err := readEffect(kind, wire.AnswerGet, r.body)
-	if err != nil {
-		return effect{}, fmt.Errorf("pagpolar: GET %s: %w", path, err)
-	}
-	return e, nil
-}
-
-// listAll reads every page of a list (GET path?query) with the policy's
-// attempts per page. A list the SDK cannot read whole is an error wrapping
-// ErrIncompleteList, with the items it did read.
-func (c *Client) listAll(ctx context.Context, kind effectKind, path string, q url.Values) ([]effect, error) {
-	items, complete, why, err := c.readList(ctx, path, q, c.policy.MaxAttempts, time.Time{})
-	if err != nil {
-		return nil, err
-	}
-	effs := readEffects(kind, wire.AnswerList, items)
-	if !complete {
-		return effs, fmt.Errorf("pagpolar: GET %s: %w: %s", path, ErrIncompleteList, why)
-	}
-	return effs, nil
 }

@@ -54,15 +54,18 @@
 //   - send.go, client.go, retry.go: one attempt and when to send again with
 //     the same key (rules 2, 4, 6).
 //   - classify.go: what an answer says (rules 3–5), a pure function.
-//   - lookup.go, attribute.go, effect.go, shapes.go, servertime.go, settle.go:
-//     settling an ambiguous attempt by lookup, attribution on proof only
-//     (rules 5, 7, 11, 12).
+//   - lookup.go, lookup_fresh.go, read.go, attribute.go, claim.go, effect.go,
+//     shapes.go, servertime.go, settle.go: settling an ambiguous attempt by
+//     lookup (lookup_fresh.go: whether a list answer is current; read.go:
+//     the GETs and every page of a list), attribution on proof only, claims
+//     so that no two operations settle on one effect (rules 5, 7, 11, 12).
 //   - outcome.go, decision.go, errors.go: the outcome recorded and returned,
 //     the effect's decision (rule 3), the three error branches.
 //   - refresh.go, webhook_settle.go, webhook_decision.go: decisions that come
 //     later, and unknown operations settled by webhook events.
 //   - resume.go: settling what a crash left, never charging (rule 8).
-//   - scrub.go: no secret or personal value in errors, logs or stores.
+//   - scrub.go, redact.go: no secret or personal value in errors, logs or
+//     stores; the token removed from errors and headers as a whole value.
 //
 // Calling a method again with the same operation ID is always safe: a
 // settled operation is answered from the store without a request; an

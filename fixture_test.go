@@ -240,3 +240,17 @@ func (f *fixture) warm(t *testing.T, c *Client) {
 	c.srvClock.validated = true
 	c.srvClock.mu.Unlock()
 }
+
+func contextWithTimeout(f *fixture, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(f.ctx, d)
+}
+
+// warmClock is warm without a request: a Date of the fake's clock, and the
+// view validated.
+func warmClock(f *fixture, c *Client) {
+	now := c.clock.Now()
+	c.srvClock.observe(http.Header{"Date": {f.srv.Clock.Now().UTC().Format(http.TimeFormat)}}, now, now, 0)
+	c.srvClock.mu.Lock()
+	c.srvClock.validated = true
+	c.srvClock.mu.Unlock()
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
-// TestSettledRecordsAreLean (issue 15, lean records): a succeeded or failed
+// TestSettledRecordsAreLean: a succeeded or failed
 // record keeps in its meta only what identifies the operation, never what
 // its attempts learned (snapshot, clock bounds, trust moments), and no
 // record stores a zero time ("0001-01-01").

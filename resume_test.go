@@ -2,7 +2,10 @@ package pagpolar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -53,5 +56,83 @@ func TestResume_SettlesSurvivingRefundDuringAmnesia(t *testing.T) {
 	}
 	if f.successful("refund") != 1 {
 		t.Fatalf("%d refunds", f.successful("refund"))
+	}
+}
+
+// ResumeAll marked an operation not_executed although its effect existed
+// (the card sale in another spelling).
+func TestResumeAll_NeverNotExecutedOnAnUnclearSale(t *testing.T) {
+	f := newFixture(t, nil)
+	// A method spelling nobody knows, on the lookups of a process that has
+	// seen no answer of this API yet (so it has learned nothing).
+	proxy := rewritingProxy(t, f, http.MethodGet, "/sales", func(v any) any {
+		for _, s := range v.(map[string]any)["data"].([]any) {
+			s.(map[string]any)["payment_method"] = "cc"
+		}
+		return v
+	})
+	// The sale is made, the answer lost, and the lookups fail until the
+	// caller gives up: the record is left unknown.
+	f.warm(t, f.c)
+	f.srv.Inject(pagpolartest.Fault{Route: "credit_card", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
+	ctx, cancel := contextWithTimeout(f, 150*time.Millisecond)
+	defer cancel()
+	_, err := f.c.Payments.CreditCard(ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-ra", Customer: goodCustomer, CardToken: "tok_ok"})
+	if !isUnknown(err) {
+		t.Fatalf("first call: %v", err)
+	}
+	f.srv.ClearFaults()
+	f.srv.Clock.Advance(time.Second)
+	c2 := f.client(t, WithStore(f.store), WithBaseURL(proxy))
+	rs, err := c2.ResumeAll(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 {
+		t.Fatalf("ResumeAll: %+v", rs)
+	}
+	for _, r := range rs {
+		if r.State == keystore.StateNotExecuted || r.State == keystore.StateFailed {
+			t.Fatalf("ResumeAll settled %s as %s while its sale exists", r.OperationID, r.State)
+		}
+		if !errors.Is(r.Err, ErrOutcomeUnknown) {
+			t.Fatalf("ResumeAll: %s %s %v, want unknown (a sale it cannot attribute)", r.OperationID, r.State, r.Err)
+		}
+	}
+}
+
+// ResumeAll only ever sees the 500 oldest unfinished records; when they
+// stay unsettled (e.g. subscribes without a lookup route), newer crashed
+// operations are never settled.
+func TestResumeAll_ReachesPastTheOldest500(t *testing.T) {
+	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithoutSubscriptionLookup()})
+	ctx := f.ctx
+	old := f.srv.Clock.Now().Add(-time.Hour)
+	for i := range 500 {
+		meta, _ := json.Marshal(opMeta{Path: "/plans/offer/plan-basic/subscribe", ExternalReference: fmt.Sprintf("s-%d", i), OfferID: "plan-basic", Method: "pix", TrustAfter: old})
+		op := fmt.Sprintf("subscribe:s-%d", i)
+		_, err := f.store.Create(ctx, keystore.Record{OperationID: f.c.storeID(op), Key: f.c.idempotencyKey(op), Kind: kindSubscribe,
+			State: keystore.StateUnknown, Attempts: 1, FirstSentAt: old, LastSentAt: old, Meta: meta}, "dead", time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.srv.Clock.Advance(time.Second)
+	meta, _ := json.Marshal(opMeta{Path: "/payments/pix", ExternalReference: "late", OfferID: "offer-basic", Method: "pix", TrustAfter: old})
+	if _, err := f.store.Create(ctx, keystore.Record{OperationID: f.c.storeID("pix:late"), Key: f.c.idempotencyKey("pix:late"), Kind: kindPix,
+		State: keystore.StateUnknown, Attempts: 1, FirstSentAt: old, LastSentAt: old, Meta: meta}, "dead", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Clock.Advance(time.Second)
+	for run := range 3 {
+		res, err := f.c.ResumeAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("run %d: %d results", run, len(res))
+	}
+	if rec, _ := f.store.Get(ctx, f.c.storeID("pix:late")); rec.State != keystore.StateNotExecuted {
+		t.Errorf("BUG: pix:late is still %s after 3 ResumeAll runs (never visited)", rec.State)
 	}
 }

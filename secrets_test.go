@@ -190,7 +190,7 @@ func randHex(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-// leakTokenSources are the token sources issue 17 names: a static token, a
+// leakTokenSources are the token sources a client may be given: a static token, a
 // source that returns a new token on every call (as a refreshing source
 // does after a 401), and one that has nothing more to give after its first
 // token (a ctx that ended: a token fetched again would be none at all).
@@ -232,7 +232,7 @@ func (s *syncBuffer) Bytes() []byte {
 	return append([]byte(nil), s.b.Bytes()...)
 }
 
-// TestIssue17_NoSecretOrPersonalDataLeavesThroughErrorText drives every
+// TestSecrets_NoSecretOrPersonalDataLeavesThroughErrorText drives every
 // error status, as the API's JSON and as a gateway's HTML page, each
 // echoing the bearer token it received, the request's personal data and a
 // foreign e-mail and CPF, through a money request (PIX, credit card) and a
@@ -240,7 +240,7 @@ func (s *syncBuffer) Bytes() []byte {
 // on every key store. Nothing it echoes may appear in the error strings,
 // the APIError's fields, a debug slog handler's output, Hook events or the
 // store's raw bytes.
-func TestIssue17_NoSecretOrPersonalDataLeavesThroughErrorText(t *testing.T) {
+func TestSecrets_NoSecretOrPersonalDataLeavesThroughErrorText(t *testing.T) {
 	customer := Customer{Name: "Maria Aparecida Silva", Email: "maria.silva@example.com", Document: "123.456.789-09", Phone: "+55 11 91234-5678"}
 	const cardToken = "card_tok_9f8e7d6c5b4a"
 	pol := testPolicy()
@@ -354,12 +354,12 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// TestIssue17_RedactsTheSentTokenNotARefetchedOne: the token is removed by
+// TestSecrets_RedactsTheSentTokenNotARefetchedOne: the token is removed by
 // the value that was sent. A source that rotates (every call another
 // token) or that has nothing more to give must not leave the sent one in
 // Raw or Message. Without the fix (redacting whatever Token returns when
 // the error is built) the sent token stays in both.
-func TestIssue17_RedactsTheSentTokenNotARefetchedOne(t *testing.T) {
+func TestSecrets_RedactsTheSentTokenNotARefetchedOne(t *testing.T) {
 	for name, src := range leakTokenSources() {
 		t.Run(name, func(t *testing.T) {
 			gw := &leaktest.Gateway{Status: 401}
@@ -389,12 +389,12 @@ func TestIssue17_RedactsTheSentTokenNotARefetchedOne(t *testing.T) {
 	}
 }
 
-// TestIssue17_StoredReasonsAreOurOwnWords: after 429 or an API 503 until
+// TestSecrets_StoredReasonsAreOurOwnWords: after 429 or an API 503 until
 // the retries run out, and after the retry budget is spent, the record's
 // reason is a status, a code and the SDK's words: none of the API's free
 // text (before the fix, notExecuted stored cause.Error(), the API's
 // message included).
-func TestIssue17_StoredReasonsAreOurOwnWords(t *testing.T) {
+func TestSecrets_StoredReasonsAreOurOwnWords(t *testing.T) {
 	for _, status := range []int{429, 503, 401} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			gw := &leaktest.Gateway{Status: status, PassLookups: true}

@@ -1,9 +1,14 @@
 package pagpolar
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 func dateHeader(t time.Time) http.Header {
@@ -14,10 +19,10 @@ func dateHeader(t time.Time) http.Header {
 // against: the stepped answers are kept out while earlier ones are recent
 // (so a fresh answer checked against an earlier floor may validate again),
 // and once those have aged out the estimator starts afresh, unvalidated —
-// it must never hand a first send a stepped floor marked usable. Before
-// this (review of the unseen-shape fixes), a validation earned against a
-// pre-step floor carried over to the stepped samples: a floor an hour late
-// with FloorOK, and the charge's own sale excluded.
+// it must never hand a first send a stepped floor marked usable. A
+// validation earned against a pre-step floor must not carry over to the
+// stepped samples: that would give a floor an hour late with FloorOK, and
+// the charge's own sale excluded.
 func TestServerClock_StepOutlastingTheSamples(t *testing.T) {
 	var sc serverClock
 	tol := 2 * time.Second
@@ -99,4 +104,202 @@ func TestFloorHolds_ReCheckedByTheReader(t *testing.T) {
 			t.Errorf("%s: holds %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// A client clock 3 s ahead: after a commit-then-500 the operation's own
+// sale was discarded as "created before the first send". Two sales.
+func TestClientClock_AheadKeepsTheOwnSale(t *testing.T) {
+	for _, off := range []time.Duration{3 * time.Second, 5 * time.Minute, -5 * time.Minute} {
+		t.Run(off.String(), func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.c.clock = offsetClock{base: f.srv.Clock, off: off}
+			p := PixParams{OfferID: "offer-basic", ExternalReference: "order-clock", Customer: goodCustomer}
+			f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
+			ch, err := f.c.Payments.Pix(f.ctx, p)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			if ch.Operation.Source != SourceLookup {
+				t.Errorf("source %s, want lookup", ch.Operation.Source)
+			}
+			if n := f.successful("sale"); n != 1 {
+				t.Fatalf("%d sales, want 1", n)
+			}
+		})
+	}
+}
+
+// The API's Date header jumps an hour ahead (its front servers' clock is
+// stepped, a new load balancer writes its own) after the client validated
+// its view of the API's clock, while creation times keep the database's
+// clock. Reads move the estimator's median before any fresh charge answer
+// can switch it off; the next charge's first send is placed an hour late
+// on the API's clock, and its own sale, found by the lookup after a lost
+// answer, must not be excluded as "created before the first send".
+func TestServerClock_DateStepAheadKeepsTheOwnSale(t *testing.T) {
+	f := newFixture(t, nil)
+	var jump atomic.Bool
+	base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+		if jump.Load() {
+			if d, err := http.ParseTime(h.Get("Date")); err == nil {
+				h.Set("Date", d.Add(time.Hour).UTC().Format(http.TimeFormat))
+			}
+		}
+		return body
+	})
+	c := proxiedClient(t, f, base)
+	if _, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "warm-step", Customer: goodCustomer}); err != nil {
+		t.Fatalf("warm-up charge: %v", err)
+	}
+	if !c.srvClock.usable() {
+		t.Fatal("setup: the warm-up charge did not validate the client's view of the API's clock")
+	}
+	jump.Store(true)
+	for range sampleCount {
+		if _, err := c.Payments.SalesByExternalReference(f.ctx, "someone-else"); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+	}
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", ExternalReference: "order-step", Action: pagpolartest.FaultCommitDropRelease, Times: 1})
+	ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-step", Customer: goodCustomer})
+	id := ""
+	if err == nil {
+		id = ch.Sale.ID
+	}
+	report(t, f, c, "pix:order-step", id, err)
+}
+
+// The API writes creation times three hours ahead of its Date headers (a
+// UTC wall clock labelled with São Paulo's offset the wrong way round), or
+// its Date headers run three hours behind its database's clock. A
+// declined try of an order, half a second before the retry, then looks
+// created after the retry's first send; the retry is never processed (a
+// gateway's 502 in front of the API), so the only sale a lookup finds is
+// the earlier decline. The retry must not be reported declined on that
+// guess: it was never tried.
+func TestServerClock_CreationTimesAheadOfDateDoNotDeclineARetry(t *testing.T) {
+	shift := map[string]bodyRewrite{
+		"created-3h-ahead": func(r *http.Request, status int, h http.Header, body []byte) []byte {
+			return editObjects(body, func(m map[string]any) {
+				if s, ok := m["created_at"].(string); ok {
+					if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+						m["created_at"] = ts.Add(3 * time.Hour).Format(time.RFC3339Nano)
+					}
+				}
+			})
+		},
+		"date-3h-behind": func(r *http.Request, status int, h http.Header, body []byte) []byte {
+			if d, err := http.ParseTime(h.Get("Date")); err == nil {
+				h.Set("Date", d.Add(-3*time.Hour).UTC().Format(http.TimeFormat))
+			}
+			return body
+		},
+	}
+	for name, rw := range shift {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			c := proxiedClient(t, f, bodyProxy(t, f, rw))
+			if _, err := c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "warm-ahead", Customer: goodCustomer, CardToken: "tok_w"}); err != nil {
+				t.Fatalf("warm-up charge: %v", err)
+			}
+			p := CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-ahead", Customer: goodCustomer, CardToken: "tok_a", OperationID: "order-ahead-try-1"}
+			f.srv.Inject(pagpolartest.Fault{Route: "credit_card", ExternalReference: "order-ahead", Action: pagpolartest.FaultDecline, Times: 1})
+			if _, err := c.Payments.CreditCard(f.ctx, p); !errors.Is(err, ErrDeclined) {
+				t.Fatalf("try 1: %v, want declined", err)
+			}
+			f.srv.Clock.Advance(500 * time.Millisecond)
+			f.srv.Inject(pagpolartest.Fault{Route: "credit_card", ExternalReference: "order-ahead", Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
+			p.CardToken, p.OperationID = "tok_b", "order-ahead-try-2"
+			ch, err := c.Payments.CreditCard(f.ctx, p)
+			id := ""
+			if err == nil {
+				id = ch.Sale.ID
+			}
+			if errors.Is(err, ErrDeclined) {
+				t.Errorf("FAILED FROM A GUESS: try 2 reported declined (%v), but it was never processed: the decline is try 1's", err)
+			}
+			report(t, f, c, "order-ahead-try-2", id, err)
+		})
+	}
+}
+
+// The Date clock steps an hour ahead; ordinary traffic (successful charges)
+// follows instead of reads. Each charge's own answer is flagged "stepped"
+// (validated=false) but its own check, against a floor fixed before the
+// step, validates the estimator again at once; once the median has moved,
+// the next charge is placed an hour late.
+func TestServerClock_DateStepFollowedByChargesKeepsTheOwnSale(t *testing.T) {
+	for n := 1; n <= 6; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			f := newFixture(t, nil)
+			var jump atomic.Bool
+			base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+				if jump.Load() {
+					if d, err := http.ParseTime(h.Get("Date")); err == nil {
+						h.Set("Date", d.Add(time.Hour).UTC().Format(http.TimeFormat))
+					}
+				}
+				return body
+			})
+			c := proxiedClient(t, f, base)
+			if _, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "warm-step", Customer: goodCustomer}); err != nil {
+				t.Fatalf("warm-up charge: %v", err)
+			}
+			jump.Store(true)
+			for i := range n {
+				if _, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: fmt.Sprint("other-", i), Customer: goodCustomer}); err != nil {
+					t.Fatalf("charge %d: %v", i, err)
+				}
+			}
+			t.Logf("usable=%v off=%v", c.srvClock.usable(), c.srvClock.off())
+			f.srv.Inject(pagpolartest.Fault{Route: "pix", ExternalReference: "order-step", Action: pagpolartest.FaultCommitDropRelease, Times: 1})
+			ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-step", Customer: goodCustomer})
+			id := ""
+			if err == nil {
+				id = ch.Sale.ID
+			}
+			report(t, f, c, "pix:order-step", id, err)
+		})
+	}
+}
+
+// The API's whole clock (Date and creation times) steps back an hour
+// after the client validated its view of it (an NTP correction of a host
+// that ran an hour ahead). stepped() only detects a forward jump: the
+// earlier samples keep the floor an hour ahead, validated, and a charge's
+// own sale, found by the lookup after the API's 500, is excluded as
+// "created before the first send": a trusted not-found, a resend, a second
+// charge (the 500 released the key).
+func TestServerClock_StepBackKeepsTheOwnSale(t *testing.T) {
+	f := newFixture(t, nil)
+	var ahead atomic.Bool
+	ahead.Store(true)
+	base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+		if !ahead.Load() {
+			return body
+		}
+		if d, err := http.ParseTime(h.Get("Date")); err == nil {
+			h.Set("Date", d.Add(time.Hour).UTC().Format(http.TimeFormat))
+		}
+		return editObjects(body, func(m map[string]any) {
+			if s, ok := m["created_at"].(string); ok {
+				if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+					m["created_at"] = ts.Add(time.Hour).Format(time.RFC3339Nano)
+				}
+			}
+		})
+	})
+	c := proxiedClient(t, f, base)
+	for i := range 3 {
+		if _, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: fmt.Sprint("warm-", i), Customer: goodCustomer}); err != nil {
+			t.Fatalf("warm-up charge: %v", err)
+		}
+	}
+	t.Logf("before the step: usable=%v off=%v", c.srvClock.usable(), c.srvClock.off())
+	ahead.Store(false)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", ExternalReference: "order-back", Action: pagpolartest.FaultCommitThen500, Times: 1})
+	_, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-back", Customer: goodCustomer})
+	t.Logf("err=%v posts=%d", err, f.posts("pix"))
+	f.assertNoDuplicates(t)
 }

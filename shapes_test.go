@@ -2,8 +2,11 @@ package pagpolar
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,3 +292,131 @@ type offsetClock struct {
 
 func (c offsetClock) Now() time.Time                         { return c.base.Now().Add(c.off) }
 func (c offsetClock) After(d time.Duration) <-chan time.Time { return c.base.After(d) }
+
+// Shapes of answers nobody documented, each driven through a PIX charge,
+// cold (a pre-send snapshot) and warm (none), with no fault (the 2xx is
+// checked) and with faults that commit, release the key and lose the
+// answer (so any resend on a guess creates a second sale).
+func TestShapes_UndocumentedAnswers(t *testing.T) {
+	cases := []struct {
+		name string
+		rw   answerRewrite
+	}{
+		// 2xx answers to the charge.
+		{"202-processing", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			resp.StatusCode = http.StatusAccepted
+			return editObjects(b, func(m map[string]any) { m["status"] = "processing" })
+		})},
+		{"200-empty-object", onPixAnswer(func(resp *http.Response, b []byte) []byte { resp.StatusCode = 200; return []byte("{}") })},
+		{"204-no-content", onPixAnswer(func(resp *http.Response, b []byte) []byte { resp.StatusCode = 204; return nil })},
+		{"201-location-only", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			var s struct{ Identifier string }
+			_ = json.Unmarshal(b, &s)
+			resp.Header.Set("Location", "/sales/"+s.Identifier)
+			return nil
+		})},
+		{"200-html", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			resp.StatusCode = 200
+			resp.Header.Set("Content-Type", "text/html")
+			return []byte("<html><body>OK</body></html>")
+		})},
+		{"wrapped-in-data", onPixAnswer(func(resp *http.Response, b []byte) []byte { return mustMarshal(map[string]json.RawMessage{"data": b}) })},
+		{"303-after-commit", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			resp.StatusCode = http.StatusSeeOther
+			resp.Header.Set("Location", "/sales?external_reference=x")
+			return nil
+		})},
+		{"huge-answer", onPixAnswer(func(resp *http.Response, b []byte) []byte {
+			return editObjects(b, func(m map[string]any) { m["receipt_pdf"] = strings.Repeat("A", 5<<20) })
+		})},
+		// Statuses in another language or case, in the answer and the lists.
+		{"status-PAGO", editSales(func(m map[string]any) { m["status"] = "PAGO" })},
+		{"status-pendente", editSales(func(m map[string]any) { m["status"] = "pendente" })},
+		{"status-Aprovado", editSales(func(m map[string]any) { m["status"] = "Aprovado" })},
+		{"status-SUCCEEDED", editSales(func(m map[string]any) { m["status"] = "SUCCEEDED" })},
+		// Times and identifiers in other forms.
+		{"created-epoch-millis", editSales(func(m map[string]any) {
+			if s, ok := m["created_at"].(string); ok {
+				if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+					m["created_at"] = ts.UnixMilli()
+				}
+			}
+		})},
+		{"created-without-zone", editSales(func(m map[string]any) {
+			if s, ok := m["created_at"].(string); ok {
+				if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+					m["created_at"] = ts.Format("2006-01-02 15:04:05")
+				}
+			}
+		})},
+		{"amount-object", editSales(func(m map[string]any) { m["amount"] = map[string]any{"value": m["amount"], "currency": "BRL"} })},
+		// Lists wrapped or paged otherwise.
+		{"list-data-items", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": map[string]any{"items": items}})
+		})},
+		{"list-bare-array", onSales(func(items []json.RawMessage, _ *http.Response) []byte { return mustMarshal(items) })},
+		{"list-has-more-no-cursor", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"results": items, "next": nil, "has_more": true})
+		})},
+		{"list-total-mismatch", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": items, "total": len(items) + 1})
+		})},
+		{"list-filter-ignored", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			other := json.RawMessage(`{"identifier":"sale_other","status":"paid","external_reference":"someone-else","payment_method":"pix","amount":4990,"offer_identifier":"offer-basic","created_at":"2020-01-01T00:00:00Z"}`)
+			return mustMarshal(map[string]any{"data": append([]json.RawMessage{other}, items...)})
+		})},
+		{"list-404-when-empty", onSales(func(items []json.RawMessage, resp *http.Response) []byte {
+			if len(items) > 0 {
+				return mustMarshal(map[string]any{"data": items})
+			}
+			resp.StatusCode = http.StatusNotFound
+			return []byte(`{"code":"not_found","message":"Nenhuma venda encontrada"}`)
+		})},
+		{"list-null-when-empty", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			if len(items) > 0 {
+				return mustMarshal(map[string]any{"data": items})
+			}
+			return []byte(`{"data":null}`)
+		})},
+		{"list-next-repeats-page", onSales(func(items []json.RawMessage, resp *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": items, "links": map[string]any{"next": "/v1/sales?external_reference=x&page=2"}})
+		})},
+		{"list-huge", onSales(func(items []json.RawMessage, _ *http.Response) []byte {
+			return mustMarshal(map[string]any{"data": items, "debug": strings.Repeat("x", 5<<20)})
+		})},
+	}
+	faults := []struct {
+		name  string
+		fault *pagpolartest.Fault
+	}{
+		{"none", nil},
+		{"CommitDropRelease", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitDropRelease, Times: 1}},
+		{"Gateway504AfterCommit", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultGatewayAfterCommit, Status: 504, Times: 1}},
+		{"CommitThen500", &pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1}},
+	}
+	n := 0
+	for _, tc := range cases {
+		for _, fc := range faults {
+			n++
+			for _, warm := range coldOrWarm(n) {
+				t.Run(fmt.Sprintf("%s/%s/warm=%v", tc.name, fc.name, warm), func(t *testing.T) {
+					t.Parallel()
+					f := newFixture(t, nil)
+					c := proxiedClient(t, f, answerProxy(t, f, tc.rw))
+					if warm {
+						warmClock(f, c)
+					}
+					if fc.fault != nil {
+						f.srv.Inject(*fc.fault)
+					}
+					ch, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-unseen", Customer: goodCustomer})
+					id := ""
+					if err == nil {
+						id = ch.Sale.ID
+					}
+					report(t, f, c, "pix:order-unseen", id, err)
+				})
+			}
+		}
+	}
+}

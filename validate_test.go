@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,5 +216,29 @@ func TestCustomerAsInTheDocsExample(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != "Customer.Document" {
 			t.Errorf("document %q: %v, want a ValidationError naming Customer.Document", doc, err)
 		}
+	}
+}
+
+// Invalid UTF-8 passed validation (sent as U+FFFD, looked up by its raw
+// bytes: never found, charged twice), and a 255-byte reference gave a
+// derived operation ID that Resume refused.
+func TestIdentifiers_InvalidUTF8AndDerivedLength(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, ref := range []string{"order-\xff", "order-\x00", "order-\u00a0x"} {
+		_, err := f.c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: ref, Customer: goodCustomer})
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "ExternalReference" {
+			t.Errorf("reference %q: %v, want a ValidationError naming ExternalReference", ref, err)
+		}
+	}
+	long := strings.Repeat("r", maxReference)
+	if _, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: long, Customer: goodCustomer, CardToken: "tok_ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := f.c.Resume(f.ctx, "credit_card:"+long); err != nil || r.State != keystore.StateSucceeded {
+		t.Fatalf("the longest derived operation ID cannot be resumed: %+v %v", r, err)
+	}
+	if f.posts("pix") != 0 {
+		t.Fatal("an invalid identifier was sent")
 	}
 }

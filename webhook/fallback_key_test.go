@@ -10,8 +10,8 @@ import (
 	"github.com/pagpolar/pagpolar-go/webhook"
 )
 
-// Regression (issue 14, item 3): a SUBSCRIPTION_RENEWED without
-// next_billing_at was answered 400, so PagPolar resent it forever. It is
+// A SUBSCRIPTION_RENEWED without next_billing_at must not be answered 400
+// (PagPolar would resend it forever). It is
 // stored under the fallback key and answered 200; its resends dedupe, a
 // renewal with other data does not.
 func TestRenewedWithoutNextBillingIsStoredUnderFallbackKey(t *testing.T) {

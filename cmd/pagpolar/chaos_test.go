@@ -55,7 +55,8 @@ func runChaosTest(t *testing.T, cfg *chaosConfig) *chaosReport {
 	return &chaosReport{res.Report, txt.String(), res.Outage}
 }
 
-// TestTwoProcessesSameOrders is issue 4's done-when: two OS processes on
+// TestTwoProcessesSameOrders proves the engine across processes: two OS
+// processes on
 // one store against one fake with faults, both working the same orders
 // (each order is given to both), with no kill: no operation gets two
 // successful effects, none is left without an outcome, and both processes

@@ -184,7 +184,7 @@ func (r *chaosRun) startAndWait(ctx context.Context, w, n int, orders []int, cr 
 	return inc, progressed, nil
 }
 
-// handle applies one report of a worker; it reports whether an order was
+// handle applies one worker's report; it reports whether an order was
 // finished.
 func (r *chaosRun) handle(inc *incarnation, m workerMsg) bool {
 	r.mu.Lock()

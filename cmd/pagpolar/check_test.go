@@ -157,9 +157,9 @@ func TestCheckRefusesProduction(t *testing.T) {
 	}
 }
 
-// MED-3: a base URL with user information is refused before anything is
+// A base URL with user information is refused before anything is
 // sent, and its password is not printed.
-func TestReview_CheckUserinfo(t *testing.T) {
+func TestCheck_BaseURLUserinfoIsRefused(t *testing.T) {
 	rt := useRecordingTransport(t)
 	for _, base := range []string{"http://user:hunter2secret@127.0.0.1:1/v1", "https://user:hunter2secret@api-staging.example.com/v1?k=hunter2secret"} {
 		t.Setenv("PAGPOLAR_BASE_URL", base)

@@ -16,7 +16,7 @@ import (
 )
 
 // demoAllShapes runs the demo once per answer shape (today's first) and
-// prints one line per shape, then the full report of any that failed.
+// prints one line per shape, then the full report for any that failed.
 func demoAllShapes(ctx context.Context, cfg *demoConfig, stdout, stderr io.Writer) int {
 	shapes := append([]pagpolartest.Shape{pagpolartest.ShapeToday}, pagpolartest.AllShapes()...)
 	var reps []*report.Report

@@ -14,11 +14,11 @@ import (
 	"github.com/pagpolar/pagpolar-go/keystore/sqlstore"
 )
 
-// TestIssue17_OpsOutputHoldsNoEchoedSecret: operations that failed, ended
+// TestOps_OutputHoldsNoEchoedSecret: operations that failed, ended
 // not executed or unknown against a gateway echoing the token, the
 // customer's data and a foreign e-mail and CPF are listed and shown by
 // `ops list -json` and `ops show -json` with none of them.
-func TestIssue17_OpsOutputHoldsNoEchoedSecret(t *testing.T) {
+func TestOps_OutputHoldsNoEchoedSecret(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "keys.db")
 	s, err := sqlstore.OpenSQLite(path)

@@ -69,7 +69,7 @@ func newScenarioClient(baseURL, credential, token string, store keystore.Store, 
 	return pagpolar.NewClient(credential, pagpolar.StaticToken(token), append(opts, extra...)...)
 }
 
-// faultMix returns the faults of a run: every kind of the foundation issue,
+// faultMix returns the faults of a run: every kind docs/SAFETY.md names,
 // met by about rate of the money requests (40 % of the share before
 // processing, 60 % at processing), plus a few read faults on the lookups.
 // The server applies the first fault that matches, so each coin is

@@ -84,7 +84,7 @@ func restartRedis(t *testing.T, proc *exec.Cmd) *exec.Cmd {
 	return again
 }
 
-// TestAmnesiaAfterRestartWithoutPersistence: the case. A Redis that
+// TestAmnesiaAfterRestartWithoutPersistence: a Redis that
 // keeps nothing on disk (accepted with AllowVolatile) restarts; the first
 // Create after it refuses, for a record that existed and for one that did
 // not, and every shard is refused from then on.

@@ -332,3 +332,21 @@ func TestOptions(t *testing.T) {
 		t.Errorf("Table = %q", s.Table())
 	}
 }
+
+// A second Migrate on a store whose writer holds the file's one write
+// connection used to wait forever.
+func TestMigrateAgainAfterWrites(t *testing.T) {
+	s := newSQLite(t)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, keystore.Record{OperationID: "op-1", Key: "k", Kind: "pix"}, "w", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Migrate(mctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	if _, err := s.Create(ctx, keystore.Record{OperationID: "op-2", Key: "k2", Kind: "pix"}, "w", time.Minute); err != nil {
+		t.Fatalf("write after the second Migrate: %v", err)
+	}
+}

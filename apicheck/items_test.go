@@ -1,3 +1,6 @@
+// The check's items against APIs that misbehave: a double charge, replays it
+// cannot trust, refunds and a keyless POST that creates.
+
 package apicheck
 
 import (
@@ -7,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +50,7 @@ func replaceBody(req *http.Request, b []byte) {
 	req.Header.Set("Content-Length", strconv.Itoa(len(b)))
 }
 
-// HIGH-1: an API that ignores Idempotency-Key (here: every POST reaches the
+// An API that ignores Idempotency-Key (here: every POST reaches the
 // fake under a fresh key) charges twice for one operation. The check says
 // so (idempotency.one-effect differs, exit 3) and refunds every card sale it
 // made, or names it in the notes.
@@ -56,7 +58,7 @@ func replaceBody(req *http.Request, b []byte) {
 // With lie, the API also marks the answer to a repeated key as a replay
 // (Idempotent-Replayed: true) while making a new effect: the new sale is
 // still listed as created, and refunded.
-func TestReview_DoubleCharge(t *testing.T) {
+func TestCheck_APIIgnoringKeysIsCaughtAndRefunded(t *testing.T) {
 	for _, lie := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lie=%v", lie), func(t *testing.T) { doubleCharge(t, lie) })
 	}
@@ -130,9 +132,9 @@ func doubleCharge(t *testing.T, lie bool) {
 	}
 }
 
-// HIGH-1 (exit): a replay without its header, or with another body, is a
+// A replay without its header, or with another body, is a
 // path the SDK cannot keep safe: exit 3, not 1.
-func TestReview_ReplayItemsExitUnknown(t *testing.T) {
+func TestCheck_UntrustworthyReplayExitsUnknown(t *testing.T) {
 	for _, id := range []string{"replay.header", "replay.body", "idempotency.one-effect"} {
 		for _, st := range []Status{Differs, Absent} {
 			rep := &Report{Items: []Item{{ID: id, Status: st}}}
@@ -143,9 +145,9 @@ func TestReview_ReplayItemsExitUnknown(t *testing.T) {
 	}
 }
 
-// MED-1: when the over-refund is accepted, the rest is not sent (it could
+// When the over-refund is accepted, the rest is not sent (it could
 // refund what the over-refund already took), and a note says why.
-func TestReview_RefundRestOnlyAfterRefusal(t *testing.T) {
+func TestCheck_RefundRestOnlyAfterOverRefundRefused(t *testing.T) {
 	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(testWindow))
 	var mu sync.Mutex
 	over := int64(0) // the over-refund's amount, once seen
@@ -205,7 +207,7 @@ func pathNamed(rep *Report, name string) *Path {
 	return nil
 }
 
-func TestReview_OverRefused(t *testing.T) {
+func TestCheck_OverRefundRefused(t *testing.T) {
 	x := func(status int) exchange {
 		return exchange{step: "refund/over", method: http.MethodPost, status: status}
 	}
@@ -229,114 +231,9 @@ func TestReview_OverRefused(t *testing.T) {
 	}
 }
 
-// MED-2: a gateway page echoing the token, the card token and the e-mail
-// (in a 404 and in the keyless POST's 400) leaves none of them in the
-// table, the JSON or the progress lines.
-func TestReview_Redaction(t *testing.T) {
-	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(testWindow))
-	page := func(req *http.Request, status int) *http.Response {
-		tok := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
-		body := fmt.Sprintf("<html>%d: token %s (json %q, url %s) card tok_ok for sdk-check@example.com, SDK-CHECK@EXAMPLE.COM, PagPolar SDK Check, CPF 12345678909, phone 11 98765-4321; "+
-			"another.person@example.org %s</html>", status, tok, tok, url.QueryEscape(tok), strings.Repeat("x", 100)+tok)
-		return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"text/html"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}
-	}
-	var lines []string
-	var mu sync.Mutex
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	rep, err := Run(context.Background(), Config{BaseURL: srv.URL, CredentialID: srv.CredentialID, Token: pagpolar.StaticToken(srv.Token),
-		OfferID: "offer-basic", PlanID: "plan-basic", OtherPlanID: "plan-pro", CardToken: "tok_ok", Policy: testPolicy(),
-		Progress: func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() },
-		HTTPClient: &http.Client{Transport: rtFunc(func(req *http.Request) (*http.Response, error) {
-			switch {
-			case req.Method == http.MethodGet && strings.Contains(req.URL.Path, "no-such-sale"):
-				return page(req, http.StatusNotFound), nil
-			case req.Method == http.MethodPost && req.Header.Get(wire.HeaderIdempotencyKey) == "":
-				return page(req, http.StatusBadRequest), nil
-			}
-			return tr.RoundTrip(req)
-		})}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var js, table bytes.Buffer
-	if err := rep.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteTable(&table); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	progress := strings.Join(lines, "\n")
-	mu.Unlock()
-	it, _ := rep.Item("error.shape")
-	if it.Status != Differs || !strings.Contains(it.Observed, "[redacted]") {
-		t.Fatalf("error.shape %+v: the echo was not reported", it)
-	}
-	tokJSON, _ := json.Marshal(srv.Token)
-	for name, out := range map[string]string{"json": js.String(), "table": table.String(), "progress": progress} {
-		for _, secret := range []string{srv.Token, string(tokJSON[1 : len(tokJSON)-1]), url.QueryEscape(srv.Token), "tok_ok",
-			"sdk-check@example.com", "SDK-CHECK@EXAMPLE.COM", "PagPolar SDK Check", "12345678909", "98765", "another.person@example.org"} {
-			if strings.Contains(out, secret) {
-				t.Errorf("%s holds %q", name, secret)
-			}
-		}
-	}
-}
-
-func TestReview_Scrub(t *testing.T) {
-	rd := newRedactor()
-	rd.addSecret("abc")
-	rd.addSecret("s3cr3t/Token+long")
-	rd.addPrivate("Jo Customer")
-	for in, want := range map[string]string{
-		"abc":                                  "[redacted]",
-		"token abc.":                           "token [redacted].",
-		"abcdef tabc":                          "abcdef tabc", // a short token only as a whole value
-		`{"t":"s3cr3t\/Token+long"}`:           `{"t":"[redacted]"}`,
-		"t=s3cr3t%2FToken%2Blong":              "t=[redacted]",
-		"JO CUSTOMER wrote":                    "[redacted] wrote",
-		"mail a.b@c.io;":                       "mail [e-mail];",
-		"amount 1234567, at 1764590000":        "amount 1234567, at 1764590000", // shape evidence stays
-		"created_at 2026-12-01T12:00:00+03:00": "created_at 2026-12-01T12:00:00+03:00",
-	} {
-		if got := rd.scrub(in); got != want {
-			t.Errorf("scrub(%q) = %q, want %q", in, got, want)
-		}
-	}
-	for in, want := range map[string]string{
-		"phone +55 11 98765-4321, card 4111 1111 1111 1111": "phone +[number], card [number]",
-		"amount: 9990 exceeds the 9988 centavos left":       "amount: 9990 exceeds the 9988 centavos left",
-	} {
-		if got := scrubDigits(in); got != want {
-			t.Errorf("scrubDigits(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// MED-3: a base URL with user information or a query is refused, and the
-// refusal does not print the secret.
-func TestReview_BaseURLUserinfo(t *testing.T) {
-	for _, base := range []string{"http://user:hunter2secret@127.0.0.1:1/v1", "http://127.0.0.1:1/v1?token=hunter2secret", "http://127.0.0.1:1/v1#hunter2secret"} {
-		var sent atomic.Int64
-		_, err := Run(context.Background(), Config{BaseURL: base, CredentialID: "c", Token: pagpolar.StaticToken("t"), OfferID: "o", PlanID: "p", OtherPlanID: "q",
-			HTTPClient: &http.Client{Transport: rtFunc(func(*http.Request) (*http.Response, error) { sent.Add(1); return nil, io.EOF })}})
-		if err == nil || strings.Contains(err.Error(), "hunter2secret") || !strings.Contains(err.Error(), "Config.BaseURL") {
-			t.Errorf("%s: %v", base, err)
-		}
-		if sent.Load() != 0 {
-			t.Errorf("%s: %d requests sent", base, sent.Load())
-		}
-	}
-	u, _ := url.Parse("https://u:p@staging.example.com/v1?q=1#f")
-	if got := displayURL(u); got != "https://staging.example.com/v1" {
-		t.Errorf("displayURL = %q", got)
-	}
-}
-
-// MED-4: an API that creates the sale and then answers 400 to a POST
+// An API that creates the sale and then answers 400 to a POST
 // without a key: missing-key.400 differs and the sale is in Created.
-func TestReview_KeylessCreated(t *testing.T) {
+func TestCheck_KeylessPostThatCreatesIsReported(t *testing.T) {
 	srv := pagpolartest.NewServer(t, pagpolartest.WithProcessingWindow(testWindow))
 	rep := runThrough(t, srv, func(base http.RoundTripper) http.RoundTripper {
 		return rtFunc(func(req *http.Request) (*http.Response, error) {
@@ -373,66 +270,5 @@ func TestReview_KeylessCreated(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("Created %+v does not list %s", rep.Created, made)
-	}
-}
-
-// LOW-1: only DNS labels say staging/sandbox; IP literals count only if
-// loopback; zones are refused; a trailing dot is still production.
-func TestReview_IsProductionURL(t *testing.T) {
-	for _, c := range []struct {
-		url  string
-		prod bool
-		why  string
-	}{
-		{"http://[::ffff:192.0.2.2%25sandbox]:8080/v1", true, "zone"},
-		{"http://[fe80::1%25staging]:8080/v1", true, "zone"},
-		{"http://[::1%25lo]:8080/v1", true, "zone"},
-		{"http://192.0.2.2:8080/v1", true, "not loopback"},
-		{"http://10.0.0.5/v1", true, "not loopback"},
-		{"http://[::ffff:127.0.0.1]:8080/v1", false, ""},
-		{"http://127.0.0.1:8080/v1", false, ""},
-		{"http://[::1]:8080/v1", false, ""},
-		{"https://api.pagpolar.com./v1", true, "production host"},
-		{"https://API.PAGPOLAR.COM./v1", true, "production host"},
-		{"https://staging.api.pagpolar.com/v1", true, "production host"},
-		{"https://api-staging.pagpolar.com/v1", false, ""},
-		{"https://sandbox.example.com/v1", false, ""},
-		{"https://staging2.example.com/v1", false, ""},
-		{"https://payments.example.com/v1", true, "does not say"},
-		{"https://notstaging.example.com/v1", true, "does not say"},
-		{"https://localhost./v1", false, ""},
-		{"https://u:secret@payments.example.com/v1", true, "does not say"},
-		{"::", true, "not a URL"},
-	} {
-		got, why := IsProductionURL(c.url)
-		if got != c.prod || !strings.Contains(why, c.why) || strings.Contains(why, "secret") {
-			t.Errorf("IsProductionURL(%q) = %v, %q; want %v, %q", c.url, got, why, c.prod, c.why)
-		}
-	}
-}
-
-// LOW-3: the exit code is the strongest verdict: unknown (3) over an
-// incomplete run (2) over not all confirmed (1); not exercised counts
-// against 0 unless the item is optional.
-func TestReview_ExitCodeOrder(t *testing.T) {
-	settled := []*Path{{Name: "pix/replay", Outcome: OutcomeSettled}}
-	unknown := []*Path{{Name: "pix/replay", Outcome: OutcomeUnknown}}
-	conf := Item{ID: "sale.status", Status: Confirmed}
-	for _, c := range []struct {
-		name string
-		rep  Report
-		want int
-	}{
-		{"all confirmed", Report{Paths: settled, Items: []Item{conf}}, ExitConfirmed},
-		{"optional not exercised", Report{Paths: settled, Items: []Item{conf, {ID: "webhooks", Status: NotExercised}, {ID: "in-progress.409", Status: NotExercised}}}, ExitConfirmed},
-		{"not exercised", Report{Paths: settled, Items: []Item{conf, {ID: "refund.amount", Status: NotExercised}}}, ExitDiffers},
-		{"differs", Report{Paths: settled, Items: []Item{{ID: "sale.status", Status: Differs}}}, ExitDiffers},
-		{"no answer", Report{Paths: settled, NoAnswer: 1, Items: []Item{{ID: "sale.status", Status: Differs}}}, ExitUsage},
-		{"unknown and no answer", Report{Paths: unknown, NoAnswer: 3, Items: []Item{conf}}, ExitUnknown},
-		{"replay absent and no answer", Report{Paths: settled, NoAnswer: 1, Items: []Item{{ID: "replay.header", Status: Absent}}}, ExitUnknown},
-	} {
-		if got := c.rep.ExitCode(); got != c.want {
-			t.Errorf("%s: exit %d, want %d", c.name, got, c.want)
-		}
 	}
 }

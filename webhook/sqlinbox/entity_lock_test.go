@@ -13,9 +13,9 @@ import (
 	"github.com/pagpolar/pagpolar-go/webhook/sqlinbox"
 )
 
-// Regression from a review: on a database whose default isolation is
-// REPEATABLE READ, two waiters for one sale's advisory lock both claimed
-// (their snapshot predated the wait), so two events of one sale ran at once.
+// On a database whose default isolation is REPEATABLE READ, two waiters
+// for one sale's advisory lock must not both claim (a snapshot taken before
+// the wait would let them): two events of one sale never run at once.
 func TestPostgresEntityExclusionUnderRepeatableRead(t *testing.T) {
 	dsn := os.Getenv("PAGPOLAR_TEST_POSTGRES_DSN")
 	if dsn == "" {

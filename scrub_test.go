@@ -1,7 +1,7 @@
-package pagpolar
+// Scrubbing and redaction of tokens and personal data in errors, logs and
+// stored reasons.
 
-// Regression tests from the adversarial review of the issue 17 fix: each
-// failed on 52cf127 (the first fix) and passes with the second.
+package pagpolar
 
 import (
 	"bytes"
@@ -20,9 +20,33 @@ import (
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
 
-// R1: a short token (< 16 bytes) followed by a sentence period (or any
+// Redaction replaced every occurrence of a short token, inside words:
+// with the token "t", errors read `Pos[redacted] "h[redacted][redacted]p://`.
+func TestRedaction_OnlyWholeValues(t *testing.T) {
+	for _, c := range []struct{ in, tok, want string }{
+		{`Post "http://x/v1": Bearer t`, "t", `Post "http://x/v1": Bearer [redacted]`},
+		{`token=abc123&x=1`, "abc123", `token=[redacted]&x=1`},
+		{`xabc123 abc123y`, "abc123", `xabc123 abc123y`},
+		{`"abc123"`, "abc123", `"[redacted]"`},
+	} {
+		if got := redactToken(c.in, c.tok); got != c.want {
+			t.Errorf("redactToken(%q, %q) = %q, want %q", c.in, c.tok, got, c.want)
+		}
+	}
+	f := newFixture(t, nil)
+	bad, err := NewClient(f.srv.CredentialID, StaticToken("t"), WithBaseURL(f.srv.URL), WithStore(keystore.NewMemory()), WithRetryPolicy(testPolicy()), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bad.Payments.GetSale(f.ctx, "sale_x")
+	if err == nil || strings.Contains(err.Error(), "[redacted]") && strings.Contains(err.Error(), "h[redacted]") {
+		t.Fatalf("%v", err)
+	}
+}
+
+// A short token (< 16 bytes) followed by a sentence period (or any
 // RFC 6750 char: - _ ~ + /) is not "whole", so it is not redacted.
-func TestIssue17Review_ShortTokenBeforePeriod(t *testing.T) {
+func TestScrub_ShortTokenBeforeAPeriodIsRedacted(t *testing.T) {
 	const tok = "tok_abc123XYZ"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -37,10 +61,10 @@ func TestIssue17Review_ShortTokenBeforePeriod(t *testing.T) {
 	}
 }
 
-// R2: a gateway echoing the Authorization header in X-Request-Id: the
+// A gateway echoing the Authorization header in X-Request-Id: the
 // header is copied unscrubbed into APIError.RequestID, Error(), and the
 // failed record's Result (ops show -json).
-func TestIssue17Review_TokenEchoedInRequestIDHeader(t *testing.T) {
+func TestScrub_TokenEchoedInRequestIDHeaderIsRedacted(t *testing.T) {
 	const tok = "sk_live_0123456789abcdefXYZ"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
@@ -66,10 +90,10 @@ func TestIssue17Review_TokenEchoedInRequestIDHeader(t *testing.T) {
 	}
 }
 
-// R3: Raw keeps a private value an encoder escaped: JSON \u escapes of
+// Raw keeps a private value an encoder escaped: JSON \u escapes of
 // non-ASCII (Python's json.dumps default, Java/Jackson options) and HTML
 // entities in a gateway page. Message is decoded and clean; Raw is not.
-func TestIssue17Review_EscapedPrivateValueInRaw(t *testing.T) {
+func TestScrub_EscapedPrivateValueInRawIsScrubbed(t *testing.T) {
 	cust := goodCustomer
 	cust.Name = "João D'Ávila"
 	for name, body := range map[string]string{
@@ -105,11 +129,11 @@ func TestIssue17Review_EscapedPrivateValueInRaw(t *testing.T) {
 	}
 }
 
-// R4: regression — a transport error whose text has an IPv4 address (every
+// A transport error whose text has an IPv4 address (every
 // dial to an IP) is "scrubbed" ([number]) and so replaced by a
 // redactedError: errors.As(*url.Error / *net.OpError) no longer works and
 // the address is gone from the message.
-func TestIssue17Review_TransportErrorKeepsItsType(t *testing.T) {
+func TestScrub_TransportErrorKeepsItsType(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connection refused
@@ -127,10 +151,10 @@ func TestIssue17Review_TransportErrorKeepsItsType(t *testing.T) {
 	}
 }
 
-// R5: reasons built from 2xx body values (status %q) reach the Warn log,
+// Reasons built from 2xx body values (status %q) reach the Warn log,
 // OutcomeUnknownError.Reason/Error() unscrubbed (only Record.Error goes
 // through scrubStored; the token is removed nowhere).
-func TestIssue17Review_UnverifiableReasonUnscrubbed(t *testing.T) {
+func TestScrub_UnverifiableReasonIsScrubbed(t *testing.T) {
 	const tok = "sk_live_0123456789abcdefXYZ"
 	item := func(r *http.Request) string {
 		st := "pending review for maria@example.com " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -165,7 +189,7 @@ func TestIssue17Review_UnverifiableReasonUnscrubbed(t *testing.T) {
 	}
 }
 
-// R6: a huge error body is cut (with room for the longest echo) before it
+// A huge error body is cut (with room for the longest echo) before it
 // is scrubbed; scrubbing 4 MiB whole took 296 ms per answer.
 func BenchmarkAPIErrorBigBody(b *testing.B) {
 	body := []byte(strings.Repeat("<div>Service temporarily unavailable 2026-12-01 12:00:00</div>\n", 4<<20/64))
@@ -180,8 +204,8 @@ func BenchmarkAPIErrorBigBody(b *testing.B) {
 	}
 }
 
-// R5b: the stored reason keeps the token (scrubStored removes personal data only).
-func TestIssue17Review_StoredReasonKeepsToken(t *testing.T) {
+// The stored reason keeps the token (scrubStored removes personal data only).
+func TestScrub_StoredReasonHoldsNoToken(t *testing.T) {
 	const tok = "sk_live_abcdefGHIJKLmnopQRS"
 	posted := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -212,9 +236,9 @@ func TestIssue17Review_StoredReasonKeepsToken(t *testing.T) {
 	}
 }
 
-// R7: oneLine cuts at 300 bytes before scrubStored scrubs: an e-mail across
+// OneLine cuts at 300 bytes before scrubStored scrubs: an e-mail across
 // the cut survives in part ("maria.silva@exam…" is no longer e-mail-shaped).
-func TestIssue17Review_CutBeforeScrub(t *testing.T) {
+func TestScrub_ScrubsBeforeCutting(t *testing.T) {
 	got := scrubStored(strings.Repeat("x", 285)+" maria.silva@example.com", nil)
 	t.Logf("%q", got[len(got)-60:])
 	if strings.Contains(got, "maria.silva@") {

@@ -1,0 +1,115 @@
+// Items of the sale routes (PIX and card charges): the answer's status,
+// method and nested objects.
+
+package apicheck
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+)
+
+// expectedSaleStatus is the status a sale charged by method should have at
+// step.
+func (r *runner) expectedSaleStatus(method, step string) string {
+	if method != wire.MethodCreditCard {
+		return wire.SaleStatusPending
+	}
+	switch {
+	case strings.HasPrefix(step, "card/"), step == "refund/sale-before":
+		return wire.SaleStatusPaid
+	case step == "refund/sale-after-partial":
+		return wire.SaleStatusPartiallyRefunded
+	case step == "reads":
+		switch {
+		case r.refunded > 0 && r.refunded >= r.cardTotal:
+			return wire.SaleStatusRefunded
+		case r.refunded > 0:
+			return wire.SaleStatusPartiallyRefunded
+		}
+		return wire.SaleStatusPaid
+	}
+	return ""
+}
+
+func (r *runner) observeSale(o *observer, body []byte, method, step, where string) {
+	obj, err := wire.ParseObject(body)
+	if err != nil {
+		o.add("sale.identifier", Differs, "not a JSON object: "+o.snip(body), where)
+		return
+	}
+	checkField(o, "sale.identifier", obj, "identifier", wire.FieldID, tString, where)
+	if v, ok := checkField(o, "sale.status", obj, "status", wire.FieldStatus, tString, where); ok && method != "" {
+		if want := r.expectedSaleStatus(method, step); want != "" {
+			if got := strOf(v); got == want {
+				o.add("status.sale."+want, Confirmed, "", where)
+			} else {
+				o.add("status.sale."+want, Differs, strconv.Quote(got), where)
+			}
+		}
+	}
+	checkField(o, "sale.external_reference", obj, "external_reference", wire.FieldExternalReference, tString, where)
+	if v, ok := checkField(o, "sale.payment_method", obj, "payment_method", wire.FieldPaymentMethod, tString, where); ok && method != "" {
+		observeMethod(o, strOf(v), method, where)
+	} else if !ok && method != "" {
+		if s, st := obj.Str(wire.FieldPaymentMethod); st == wire.Read {
+			observeMethod(o, s, method, where)
+		}
+	}
+	checkField(o, "sale.amount", obj, "amount", wire.FieldAmount, tInt, where)
+	checkField(o, "sale.refunded_amount", obj, "refunded_amount", []string{"refunded_amount", "refundedAmount", "amount_refunded"}, tInt, where)
+	checkField(o, "sale.offer_identifier", obj, "offer_identifier", wire.FieldOffer, tString, where)
+	checkField(o, "sale.created_at", obj, "created_at", wire.FieldCreatedAt, tTime, where)
+	switch method {
+	case wire.MethodPix:
+		observeNested(o, "sale.pix", obj, "pix", []string{"qr_code", "copy_paste", "expires_at"}, where)
+	case wire.MethodBoleto:
+		observeNested(o, "sale.boleto", obj, "boleto", []string{"url", "barcode", "due_date"}, where)
+	}
+}
+
+func observeSubscriptionSale(o *observer, body []byte, where string) {
+	obj, err := wire.ParseObject(body)
+	if err != nil {
+		return
+	}
+	checkField(o, "sale.subscription_id", obj, "subscription_id", wire.FieldSubscriptionID, tString, where)
+}
+
+func observeMethod(o *observer, got, want, where string) {
+	if got == want {
+		o.add("method."+want, Confirmed, "", where)
+		return
+	}
+	note := "not recognised by the SDK"
+	if m, ok := wire.CanonicalMethod(got); ok {
+		note = "the SDK reads it as " + m
+	}
+	o.add("method."+want, Differs, fmt.Sprintf("%q (%s)", got, note), where)
+}
+
+func observeNested(o *observer, id string, obj wire.Object, name string, members []string, where string) {
+	v, ok := obj.Get(name)
+	if !ok || isNull(v) {
+		o.add(id, Absent, "", where)
+		return
+	}
+	inner, err := wire.ParseObject(v)
+	if err != nil {
+		o.add(id, Differs, "not an object: "+o.snip(v), where)
+		return
+	}
+	var missing []string
+	for _, m := range members {
+		if s, st := inner.Str([]string{m}); st != wire.Read || s == "" {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		o.add(id, Differs, "without "+strings.Join(missing, ", "), where)
+		return
+	}
+	o.add(id, Confirmed, "", where)
+}
