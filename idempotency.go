@@ -187,10 +187,19 @@ func (c *Client) runOp(ctx context.Context, s *opSpec) (res *settled, err error)
 	// settles). Otherwise a snapshot comes first.
 	_, unproven := c.unprovenHistory(ctx)
 	snapFirst := unproven || e.wantsSnapshot() // unproven: a lookup precedes the send (firstSend)
+	var floor time.Time
 	if !snapFirst {
-		floor, usable := c.srvClock.usableFloor(now)
+		// Read once more under the estimator's lock: a clock self-test may
+		// have switched it off since wantsSnapshot looked, and a send with
+		// neither a usable floor nor a snapshot could never be told from an
+		// earlier effect after a lost answer.
+		var usable bool
+		floor, usable = c.srvClock.usableFloor(now)
+		snapFirst = !usable
+	}
+	if !snapFirst {
 		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
-		e.meta.Floor, e.meta.FloorOK = floor, usable
+		e.meta.Floor, e.meta.FloorOK = floor, true
 		// Counted from the save, before the token fetch that precedes the
 		// send: a process that picks this record up after a crash must
 		// allow for that fetch too.
