@@ -18,9 +18,8 @@ import (
 // "v2:<sha256 of the public fields>:<key ID>:<HMAC-SHA256 of the private
 // fields>" with one; the key ID (the first 8 bytes of the secret's SHA-256,
 // in hex) names the secret that made the HMAC, so that a record made under
-// an earlier secret is verified with that secret after a rotation. Records
-// written before key IDs existed carry "v1:<public>:<hmac>" and are
-// verified against every configured secret.
+// an earlier secret is verified with that secret after a rotation. No other
+// form is read: a record holding one is refused as foreign (fingerprintForm).
 
 // fpSecret is one fingerprint secret and its key ID.
 type fpSecret struct {
@@ -85,6 +84,21 @@ func (c *Client) fingerprint(f fields) string {
 	return "v2:" + pub + ":" + cur.id + ":" + privatePart(cur.key, f.privateFields())
 }
 
+// fingerprintForm reports whether a stored fingerprint has one of the two
+// forms this SDK writes.
+func fingerprintForm(stored string) bool {
+	parts := strings.Split(stored, ":")
+	return len(parts) == 2 && parts[0] == "v1" || len(parts) == 4 && parts[0] == "v2"
+}
+
+// foreignFingerprint is the error for a record whose fingerprint has
+// another form: it was not written by this SDK, and is left as it is.
+func foreignFingerprint(rec keystore.Record) error {
+	form, _, _ := strings.Cut(rec.Fingerprint, ":")
+	return fmt.Errorf("%w: record %q holds a fingerprint of a form this SDK does not write (%q, %d parts); it is left as it is",
+		ErrForeignRecord, rec.OperationID, form, strings.Count(rec.Fingerprint, ":")+1)
+}
+
 // fingerprintMatch compares a stored fingerprint with the params of a call.
 // rekey says the record was verified under an earlier secret (or before key
 // IDs) and should be re-fingerprinted under the current one.
@@ -98,25 +112,11 @@ func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
 	parts := strings.Split(stored, ":")
 	pub := publicPart(f.public)
 	switch {
-	case len(parts) >= 2 && parts[0] == "v1":
+	case len(parts) == 2 && parts[0] == "v1":
 		if parts[1] != pub {
 			return false, false
 		}
-		if len(parts) == 2 || len(c.fpSecrets) == 0 {
-			return true, len(c.fpSecrets) > 0
-		}
-		for _, s := range c.fpSecrets { // legacy "v1:pub:hmac": no key ID
-			if hmac.Equal([]byte(parts[2]), []byte(privatePart(s.key, f.privateFields()))) {
-				return true, true
-			}
-		}
-		// No configured secret verifies it: either the params differ or the
-		// secret that made it was rotated out, and a fingerprint without a
-		// key ID cannot say which. Refusing would send the caller to a new
-		// operation ID — a second charge if the params are the same — so
-		// it is compared on its public fields, as a retired key ID is.
-		c.log.Warn("pagpolar: a record's fingerprint (written before key IDs) is verified by none of the configured secrets; only its public fields are compared")
-		return true, true
+		return true, len(c.fpSecrets) > 0
 	case len(parts) == 4 && parts[0] == "v2":
 		if parts[1] != pub {
 			return false, false

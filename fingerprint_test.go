@@ -14,45 +14,32 @@ import (
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
-// A record fingerprinted before key IDs existed, whose secret was
-// rotated out, is refused as "other params": a succeeded charge answers
-// ErrParamsMismatch and the README's advice charges it again.
-//
-// README, "Rotating the fingerprint secret": "a record whose secret was
-// dropped is compared on its public fields only (with a warning), never
-// refused". fingerprintMatch keeps that for "v2:pub:kid:hmac" (an unknown
-// key ID), but a legacy "v1:pub:hmac" — what every record with a secret
-// carried before key IDs — is compared with every configured secret and,
-// when none made it, refused (match=false). The same call with the same
-// params on the succeeded operation then gets ErrParamsMismatch ("use a
-// new operation ID for a different charge"; the README's error switch
-// files it under "failed: a new attempt needs a NEW OperationID"). The
-// caller follows it: a second sale for the order. Controls: the same
-// record with the old secret still configured, and a v2 record whose
-// secret was dropped (compared on its public fields, answered).
-func TestFingerprint_LegacyFormWithRotatedSecretIsComparedOnPublicFields(t *testing.T) {
+// TestFingerprint_OtherFormIsRefusedAsForeign: a record whose fingerprint
+// has a form this SDK does not write (here "v1:<public>:<hmac>", which no
+// released version wrote) is refused as foreign, nothing sent, the record
+// left as it is — never answered ErrParamsMismatch, whose advice (a new
+// operation ID) would charge the order again. Control: a v2 record whose
+// secret was rotated out is compared on its public fields and answered.
+func TestFingerprint_OtherFormIsRefusedAsForeign(t *testing.T) {
 	oldSecret, newSecret := []byte("old-secret-0123456789"), []byte("new-secret-0123456789")
 	for _, tc := range []struct {
-		name    string
-		legacy  bool
-		secrets [][]byte
+		name  string
+		other bool
 	}{
-		{"legacy-v1-record/old-secret-dropped", true, [][]byte{newSecret}},
-		{"control/legacy-v1-record/old-secret-kept", true, [][]byte{newSecret, oldSecret}},
-		{"control/v2-record/old-secret-dropped", false, [][]byte{newSecret}},
+		{"v1-with-hmac", true},
+		{"control/v2-record/old-secret-dropped", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			c0 := f.client(t, WithStore(f.store), WithFingerprintSecret(oldSecret))
-			p := PixParams{OfferID: "offer-basic", ExternalReference: "order-fp-legacy", Customer: goodCustomer}
-			opID := "pix:order-fp-legacy"
+			p := PixParams{OfferID: "offer-basic", ExternalReference: "order-fp-form", Customer: goodCustomer}
+			opID := "pix:order-fp-form"
 			ch, err := c0.Payments.Pix(f.ctx, p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec, _ := f.store.Get(f.ctx, c0.storeID(opID))
-			if tc.legacy {
-				// "v2:pub:kid:hmac" as the version before key IDs wrote it.
+			if tc.other {
 				parts := strings.Split(rec.Fingerprint, ":")
 				if len(parts) != 4 {
 					t.Fatalf("fingerprint %q", rec.Fingerprint)
@@ -60,22 +47,28 @@ func TestFingerprint_LegacyFormWithRotatedSecretIsComparedOnPublicFields(t *test
 				rec.Fingerprint = "v1:" + parts[1] + ":" + parts[3]
 			}
 			mem := keystore.NewMemoryWithClock(f.srv.Clock)
-			if _, err := mem.Create(f.ctx, rec, "earlier-version", time.Millisecond); err != nil {
+			if _, err := mem.Create(f.ctx, rec, "another-writer", time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			c1 := f.client(t, WithStore(mem), WithFingerprintSecret(tc.secrets[0], tc.secrets[1:]...))
+			c1 := f.client(t, WithStore(mem), WithFingerprintSecret(newSecret))
+			posts := f.posts("pix")
 			_, err = c1.Payments.Pix(f.ctx, p) // the same call, the same params
-			t.Logf("the same call on the succeeded operation: %v", err)
-			if errors.Is(err, ErrParamsMismatch) {
-				t.Errorf("SUCCEEDED OPERATION ANSWERED ErrParamsMismatch (sale %s exists): %v", ch.Sale.ID, err)
-				// The advice: a new operation ID.
-				q := p
-				q.OperationID = "pix:order-fp-legacy-2"
-				if _, err := c1.Payments.Pix(f.ctx, q); err == nil {
-					t.Errorf("DOUBLE CHARGE: %d sales for order-fp-legacy", f.successful("sale"))
-				}
-			} else if err != nil {
-				t.Errorf("the call: %v", err)
+			switch {
+			case tc.other && !errors.Is(err, ErrForeignRecord):
+				t.Fatalf("record of another fingerprint form: %v, want ErrForeignRecord", err)
+			case tc.other && errors.Is(err, ErrParamsMismatch):
+				t.Fatalf("answered ErrParamsMismatch (sale %s exists): %v", ch.Sale.ID, err)
+			case !tc.other && err != nil:
+				t.Fatalf("v2 record with a rotated secret: %v", err)
+			}
+			if n := f.posts("pix"); n != posts {
+				t.Fatalf("%d POSTs sent for a record already settled", n-posts)
+			}
+			if got, _ := mem.Get(f.ctx, rec.OperationID); tc.other && got.Fingerprint != rec.Fingerprint {
+				t.Fatalf("the refused record was rewritten: %q", got.Fingerprint)
+			}
+			if f.successful("sale") != 1 {
+				t.Fatalf("%d sales for one order", f.successful("sale"))
 			}
 		})
 	}

@@ -271,6 +271,9 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 // existing continues an operation already in the store.
 func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, error) {
 	c, s := e.c, e.s
+	if !fingerprintForm(cur.Fingerprint) {
+		return nil, &OperationError{OperationID: s.id, Key: cur.Key, State: "foreign", Err: fmt.Errorf("%w; nothing was sent", foreignFingerprint(cur))}
+	}
 	match, rekey := c.fingerprintMatch(cur.Fingerprint, s.fpIn)
 	if !match {
 		return nil, paramsMismatch(s.id, cur)
