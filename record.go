@@ -11,8 +11,7 @@ import (
 
 // opMeta is what the engine keeps in Record.Meta: enough to look the
 // operation's effect up after a crash, what earlier calls learned about its
-// key, and nothing personal. JSON names of fields that existed before stay
-// as they were, so that records written by earlier versions read the same.
+// key, and nothing personal.
 type opMeta struct {
 	Path              string `json:"path"`
 	ExternalReference string `json:"external_reference,omitempty"`
@@ -84,8 +83,8 @@ func (m opMeta) exclusionFloor() time.Time {
 }
 
 // fillStoreTrust gives a record read from the store a trust moment on the
-// store's clock when it has none (written by an earlier version, or saved
-// before the lease told this client the store's clock): counted from the
+// store's clock when it has none (saved before the lease told the writing
+// client the store's clock): counted from the
 // record's last write, which came after the send (unknown), or just before
 // it (pending: allow for the token fetch too).
 func (m *opMeta) fillStoreTrust(rec keystore.Record, p RetryPolicy) {

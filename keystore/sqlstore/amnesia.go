@@ -213,8 +213,10 @@ func (s *Store) syncMarker(ctx context.Context, db *sql.DB, init bool) (row, err
 		if !init {
 			return row{}, fmt.Errorf("%w: sqlstore: table %s has no marker: run Migrate (this version adds one)", keystore.ErrUnavailable, s.table)
 		}
-		// A new table (or one migrated by an earlier version: what it
-		// holds is kept, and checked from now on).
+		// A new table, or one whose marker and meta row are both gone:
+		// what it holds is kept, and checked from now on. Its history is
+		// unproven (new, emptied, or written without a marker: nothing
+		// shows what it forgot) unless declared new.
 		empty, err := s.tableEmpty(ctx, db)
 		if err != nil {
 			return row{}, err
@@ -222,17 +224,10 @@ func (s *Store) syncMarker(ctx context.Context, db *sql.DB, init bool) (row, err
 		if _, err := db.ExecContext(ctx, s.q.insertMark, markerID, newEpoch(), "ok", "", now); err != nil {
 			return row{}, unavailable("write the table's marker", err)
 		}
-		// Its history: unproven for an empty table (new, or emptied),
-		// unless declared new; as proven as before for one an earlier
-		// version wrote.
-		switch {
-		case !empty:
-			err = s.declare(ctx, db, "marker added to a table an earlier version wrote")
-		case s.declareNew != "":
-			err = s.declare(ctx, db, s.declareNew)
-		}
-		if err != nil {
-			return row{}, err
+		if s.declareNew != "" && empty {
+			if err := s.declare(ctx, db, s.declareNew); err != nil {
+				return row{}, err
+			}
 		}
 	case !found:
 		why := "its marker row is gone, so it lost every record it held (DELETE or TRUNCATE, a table or database dropped and created again, a restore of an older backup, a new SQLite file)"
