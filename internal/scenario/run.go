@@ -150,6 +150,9 @@ func Run(sc Scenario) (Result, error) {
 		r.batch(i, sc.Steps[i:j])
 		i = j
 	}
+	if afterSteps != nil {
+		afterSteps()
+	}
 	res, err := r.finish()
 	shut()
 	// No goroutine left: once the calls have returned and the fake and
@@ -166,6 +169,11 @@ func Run(sc Scenario) (Result, error) {
 	}
 	return res, err
 }
+
+// afterSteps, set only by this package's tests, runs once a run's steps
+// have ended: a test plants there what the run's checks must catch (a
+// goroutine left running SDK code).
+var afterSteps func()
 
 // held reports whether the fake has a request waiting on the Clock.
 func (r *runner) held() bool {

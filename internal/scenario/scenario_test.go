@@ -3,6 +3,8 @@ package scenario
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -22,6 +24,12 @@ type figures struct {
 	scenarios, calls, unknown, unsettled int
 	exposures                            int
 	reasons                              map[string]int // why calls answered unknown
+	// perScenario, when set (SCENARIO_FIGURES=file), gets one line per
+	// scenario: its index, calls, unknown answers, operations unsettled
+	// after the final ResumeAll, and failures. Two runs with one seed draw
+	// the same scenarios, so their lines compare scenario by scenario (a
+	// change that leaves more operations unknown shows where).
+	perScenario io.Writer
 }
 
 func (f *figures) add(r Result) {
@@ -32,6 +40,9 @@ func (f *figures) add(r Result) {
 	f.unknown += r.Unknown
 	f.unsettled += r.Unsettled
 	f.exposures += len(r.Violations) - len(r.Failures())
+	if f.perScenario != nil {
+		fmt.Fprintf(f.perScenario, "%d %d %d %d %d\n", f.scenarios, r.Calls, r.Unknown, r.Unsettled, len(r.Failures()))
+	}
 	for _, rep := range r.Reports {
 		var ou *pagpolar.OutcomeUnknownError
 		if rep.Step > 0 && rep.Outcome == Unknown && errors.As(rep.Err, &ou) {
@@ -117,6 +128,14 @@ func TestScenarios(t *testing.T) {
 		t.Logf("seed: go test ./internal/scenario -run TestScenarios -rapid.seed=%s", f.Value.String())
 	}
 	var fig figures
+	if path := os.Getenv("SCENARIO_FIGURES"); path != "" {
+		out, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		fig.perScenario = out
+	}
 	start := time.Now()
 	rapid.Check(t, func(rt *rapid.T) {
 		checkScenario(rt, Draw(rt), &fig)
