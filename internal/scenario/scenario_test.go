@@ -137,7 +137,21 @@ func TestScenarios(t *testing.T) {
 		fig.perScenario = out
 	}
 	start := time.Now()
+	// SCENARIO_DURATION=30m bounds a long hunt by time instead of count:
+	// past it, the remaining checks draw and run nothing (so a hunt ends
+	// with its figures instead of being killed by -timeout).
+	var until time.Time
+	if s := os.Getenv("SCENARIO_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("SCENARIO_DURATION: %v", err)
+		}
+		until = start.Add(d)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
+		if !until.IsZero() && time.Now().After(until) {
+			return
+		}
 		checkScenario(rt, Draw(rt), &fig)
 	})
 	share := 0.0
