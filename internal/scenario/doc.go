@@ -62,6 +62,6 @@
 // printed in words and as Go source for a regression test:
 //
 //	go test ./internal/scenario -run TestScenarios -rapid.checks=5000
-//	SCENARIO_DURATION=30m go test ./internal/scenario -run TestScenarios -rapid.checks=100000 -timeout 40m
+//	SCENARIO_DURATION=30m SCENARIO_KEEP_GOING=1 go test ./internal/scenario -run TestScenarios -rapid.checks=100000 -timeout 40m
 //	go test ./internal/scenario -run TestScenarios -rapid.seed=N
 package scenario

@@ -238,8 +238,24 @@ func opID(a Action, order, n int) string {
 func (r *runner) batch(first int, steps []Step) {
 	r.warp.Store(len(steps) == 1)
 	defer r.warp.Store(true)
+	// Faults match requests by route and reference, so a fault drawn for
+	// one of several concurrent steps on one reference may meet another's
+	// request: a documented exposure drawn for one exposes them all.
+	exposedRefs := map[string]bool{}
 	for _, st := range steps {
-		r.inject(st)
+		if r.inject(st) {
+			_, _, ref, _ := r.routes(st)
+			exposedRefs[ref] = true
+		}
+	}
+	if len(steps) > 1 {
+		for _, st := range steps {
+			if _, _, ref, _ := r.routes(st); st.Do.isCall() && exposedRefs[ref] {
+				r.mu.Lock()
+				r.exposed[opID(st.Do, st.Order, st.N)] = true
+				r.mu.Unlock()
+			}
+		}
 	}
 	var wg sync.WaitGroup
 	for i, st := range steps {
@@ -275,9 +291,11 @@ func (r *runner) routes(st Step) (money, read, ref string, ans Answers) {
 	return "", "", "", noAnswerKind
 }
 
-func (r *runner) inject(st Step) {
+// inject arms a step's faults and reports whether one of them is a
+// documented exposure.
+func (r *runner) inject(st Step) (exposed bool) {
 	if !st.Do.isCall() {
-		return
+		return false
 	}
 	money, read, ref, ans := r.routes(st)
 	op := opID(st.Do, st.Order, st.N)
@@ -308,6 +326,7 @@ func (r *runner) inject(st Step) {
 			r.mu.Lock()
 			r.exposed[op] = true
 			r.mu.Unlock()
+			exposed = true
 		}
 		r.srv.Inject(pagpolartest.Fault{Route: route, ExternalReference: ref, Times: 1, Action: f.Action,
 			Status: f.Status, Delay: f.Delay, LookupLag: f.LookupLag})
@@ -315,6 +334,7 @@ func (r *runner) inject(st Step) {
 	if st.Truncate {
 		r.tap.cutNext(ans)
 	}
+	return exposed
 }
 
 type giveUpKey struct{}

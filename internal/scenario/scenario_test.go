@@ -98,6 +98,14 @@ func checkScenario(t interface {
 	}
 }
 
+// recorder takes what checkScenario would fail a test with.
+type recorder struct{ msg string }
+
+func (r *recorder) Helper() {}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+}
+
 // defaultChecks is the CI budget: about two minutes on the project's
 // 2-core machine. -rapid.checks=N (or SCENARIO_CHECKS=N) hunts longer.
 const defaultChecks = 300
@@ -148,12 +156,33 @@ func TestScenarios(t *testing.T) {
 		}
 		until = start.Add(d)
 	}
+	// SCENARIO_KEEP_GOING=1 (for a long hunt): a failing scenario is
+	// printed (words and Go source) and counted, and the hunt goes on
+	// instead of stopping to shrink it; the test fails at the end.
+	keepGoing := os.Getenv("SCENARIO_KEEP_GOING") != ""
+	var failed []string
 	rapid.Check(t, func(rt *rapid.T) {
 		if !until.IsZero() && time.Now().After(until) {
 			return
 		}
-		checkScenario(rt, Draw(rt), &fig)
+		sc := Draw(rt)
+		if !keepGoing {
+			checkScenario(rt, sc, &fig)
+			return
+		}
+		rec := &recorder{}
+		checkScenario(rec, sc, &fig)
+		if rec.msg != "" {
+			fig.mu.Lock()
+			failed = append(failed, rec.msg)
+			n := fig.scenarios
+			fig.mu.Unlock()
+			t.Logf("scenario %d failed: %s", n, rec.msg)
+		}
 	})
+	if len(failed) > 0 {
+		t.Errorf("%d of the scenarios failed (each printed above)", len(failed))
+	}
 	share := 0.0
 	if fig.calls > 0 {
 		share = float64(fig.unknown) / float64(fig.calls)
