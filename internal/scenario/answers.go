@@ -162,7 +162,7 @@ func (t *tap) fromCache(req *http.Request, kind Answers, url string) (*http.Resp
 		return nil, false
 	}
 	switch t.sc.Cache {
-	case CacheStale, CacheStaleGarbled, CacheStaleTwoAges:
+	case CacheStale, CacheStaleGarbled, CacheStaleTwoAges, CacheStaleNoAge:
 	default:
 		return nil, false
 	}
@@ -171,6 +171,9 @@ func (t *tap) fromCache(req *http.Request, kind Answers, url string) (*http.Resp
 	t.reads[url]++
 	c, ok := t.copies[url]
 	if !ok || t.reads[url]%2 == 1 {
+		return nil, false
+	}
+	if t.sc.Cache == CacheStaleNoAge && t.clock.Now().Sub(c.at) < staleNoAge {
 		return nil, false
 	}
 	h := c.header.Clone()

@@ -18,8 +18,9 @@
 //     hosts that disagree, missing on some answers; and the client hosts'
 //     clock (ClientSkew, DoClientStep);
 //   - a cache in front (Cache): copies served despite no-cache with a
-//     truthful Age, an unreadable Age or two Age headers, or "Age: 0" on
-//     fresh answers;
+//     truthful Age, an unreadable Age or two Age headers, or without Age
+//     once seconds old (only their Date tells them), or "Age: 0" on fresh
+//     answers;
 //   - faults per request (Fault, aimed at the step's money route or its
 //     lookup): answers lost before or after the commit, 500/502/503/504
 //     with and without the API's JSON, 429, the API's 503, slow
@@ -46,7 +47,8 @@
 // after a final ResumeAll by a fresh client. Violations under SAFETY.md's
 // documented exposures (processing past the in-processing mark, a lookup
 // lagging behind a write by more than the settle delay) are counted, not
-// failed.
+// failed. A documented exposure drawn for one of several concurrent steps
+// on one reference exposes them all (faults match by route and reference).
 //
 // Time. Every party reads the fake's Clock. A client's waits (backoff,
 // settle delays, windows) move that Clock forward instead of passing in
@@ -62,5 +64,6 @@
 // printed in words and as Go source for a regression test:
 //
 //	go test ./internal/scenario -run TestScenarios -rapid.checks=5000
+//	SCENARIO_DURATION=30m SCENARIO_KEEP_GOING=1 go test ./internal/scenario -run TestScenarios -rapid.checks=100000 -timeout 40m
 //	go test ./internal/scenario -run TestScenarios -rapid.seed=N
 package scenario

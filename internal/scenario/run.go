@@ -149,6 +149,9 @@ func Run(sc Scenario) (Result, error) {
 		r.batch(i, sc.Steps[i:j])
 		i = j
 	}
+	if afterSteps != nil {
+		afterSteps()
+	}
 	res, err := r.finish()
 	shut()
 	// No goroutine left: once the calls have returned and the fake and
@@ -165,6 +168,11 @@ func Run(sc Scenario) (Result, error) {
 	}
 	return res, err
 }
+
+// afterSteps, set only by this package's tests, runs once a run's steps
+// have ended: a test plants there what the run's checks must catch (a
+// goroutine left running SDK code).
+var afterSteps func()
 
 // held reports whether the fake has a request waiting on the Clock.
 func (r *runner) held() bool {
@@ -229,8 +237,24 @@ func opID(a Action, order, n int) string {
 func (r *runner) batch(first int, steps []Step) {
 	r.warp.Store(len(steps) == 1)
 	defer r.warp.Store(true)
+	// Faults match requests by route and reference, so a fault drawn for
+	// one of several concurrent steps on one reference may meet another's
+	// request: a documented exposure drawn for one exposes them all.
+	exposedRefs := map[string]bool{}
 	for _, st := range steps {
-		r.inject(st)
+		if r.inject(st) {
+			_, _, ref, _ := r.routes(st)
+			exposedRefs[ref] = true
+		}
+	}
+	if len(steps) > 1 {
+		for _, st := range steps {
+			if _, _, ref, _ := r.routes(st); st.Do.isCall() && exposedRefs[ref] {
+				r.mu.Lock()
+				r.exposed[opID(st.Do, st.Order, st.N)] = true
+				r.mu.Unlock()
+			}
+		}
 	}
 	var wg sync.WaitGroup
 	for i, st := range steps {
@@ -266,12 +290,25 @@ func (r *runner) routes(st Step) (money, read, ref string, ans Answers) {
 	return "", "", "", noAnswerKind
 }
 
-func (r *runner) inject(st Step) {
+// inject arms a step's faults and reports whether one of them is a
+// documented exposure.
+func (r *runner) inject(st Step) (exposed bool) {
 	if !st.Do.isCall() {
-		return
+		return false
 	}
 	money, read, ref, ans := r.routes(st)
 	op := opID(st.Do, st.Order, st.N)
+	if r.sc.Cache == CacheStaleNoAge {
+		// Open, the same exposure as the line below (a micro-cache that
+		// sends no Age): a process that has not read the API's clock yet
+		// (a fresh ResumeAll) has no floor to judge a copy's Date by, and
+		// trusts a copy seconds old
+		// (TestScenario_FreshProcessTrustsACopyWithoutAge). Remove with
+		// that line once lookups tell such a copy.
+		r.mu.Lock()
+		r.exposed[op] = true
+		r.mu.Unlock()
+	}
 	for _, f := range st.Faults {
 		route := money
 		if f.Read {
@@ -285,6 +322,7 @@ func (r *runner) inject(st Step) {
 			r.mu.Lock()
 			r.exposed[op] = true
 			r.mu.Unlock()
+			exposed = true
 		}
 		r.srv.Inject(pagpolartest.Fault{Route: route, ExternalReference: ref, Times: 1, Action: f.Action,
 			Status: f.Status, Delay: f.Delay, LookupLag: f.LookupLag})
@@ -292,6 +330,7 @@ func (r *runner) inject(st Step) {
 	if st.Truncate {
 		r.tap.cutNext(ans)
 	}
+	return exposed
 }
 
 type giveUpKey struct{}

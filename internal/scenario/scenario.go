@@ -129,9 +129,19 @@ const (
 	// CacheStaleTwoAges serves copies with two Age headers: "0" from an
 	// edge and the true age from the shield behind it.
 	CacheStaleTwoAges
+	// CacheStaleNoAge serves every other read of a URL from its first
+	// copy, ignoring no-cache, without any Age (a micro-cache that passes
+	// the copy's own Date on), once the copy is at least staleNoAge old:
+	// only the copy's Date can tell it is not the list as it is now. (A
+	// copy younger than Date's second is the open exposure README lists,
+	// the fake's cache-no-age shape.)
+	CacheStaleNoAge
 )
 
-var cacheNames = [...]string{"none", "stale", "age-zero", "stale-garbled-age", "stale-two-ages"}
+// staleNoAge is how old a copy CacheStaleNoAge serves is, at least.
+const staleNoAge = 3 * time.Second
+
+var cacheNames = [...]string{"none", "stale", "age-zero", "stale-garbled-age", "stale-two-ages", "stale-no-age"}
 
 func (c Cache) String() string {
 	if int(c) < len(cacheNames) {

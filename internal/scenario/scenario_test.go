@@ -3,6 +3,8 @@ package scenario
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -22,6 +24,12 @@ type figures struct {
 	scenarios, calls, unknown, unsettled int
 	exposures                            int
 	reasons                              map[string]int // why calls answered unknown
+	// perScenario, when set (SCENARIO_FIGURES=file), gets one line per
+	// scenario: its index, calls, unknown answers, operations unsettled
+	// after the final ResumeAll, and failures. Two runs with one seed draw
+	// the same scenarios, so their lines compare scenario by scenario (a
+	// change that leaves more operations unknown shows where).
+	perScenario io.Writer
 }
 
 func (f *figures) add(r Result) {
@@ -32,6 +40,9 @@ func (f *figures) add(r Result) {
 	f.unknown += r.Unknown
 	f.unsettled += r.Unsettled
 	f.exposures += len(r.Violations) - len(r.Failures())
+	if f.perScenario != nil {
+		fmt.Fprintf(f.perScenario, "%d %d %d %d %d\n", f.scenarios, r.Calls, r.Unknown, r.Unsettled, len(r.Failures()))
+	}
 	for _, rep := range r.Reports {
 		var ou *pagpolar.OutcomeUnknownError
 		if rep.Step > 0 && rep.Outcome == Unknown && errors.As(rep.Err, &ou) {
@@ -87,6 +98,14 @@ func checkScenario(t interface {
 	}
 }
 
+// recorder takes what checkScenario would fail a test with.
+type recorder struct{ msg string }
+
+func (r *recorder) Helper() {}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+}
+
 // defaultChecks is the CI budget: about two minutes on the project's
 // 2-core machine. -rapid.checks=N (or SCENARIO_CHECKS=N) hunts longer.
 const defaultChecks = 300
@@ -117,10 +136,53 @@ func TestScenarios(t *testing.T) {
 		t.Logf("seed: go test ./internal/scenario -run TestScenarios -rapid.seed=%s", f.Value.String())
 	}
 	var fig figures
+	if path := os.Getenv("SCENARIO_FIGURES"); path != "" {
+		out, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		fig.perScenario = out
+	}
 	start := time.Now()
+	// SCENARIO_DURATION=30m bounds a long hunt by time instead of count:
+	// past it, the remaining checks draw and run nothing (so a hunt ends
+	// with its figures instead of being killed by -timeout).
+	var until time.Time
+	if s := os.Getenv("SCENARIO_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("SCENARIO_DURATION: %v", err)
+		}
+		until = start.Add(d)
+	}
+	// SCENARIO_KEEP_GOING=1 (for a long hunt): a failing scenario is
+	// printed (words and Go source) and counted, and the hunt goes on
+	// instead of stopping to shrink it; the test fails at the end.
+	keepGoing := os.Getenv("SCENARIO_KEEP_GOING") != ""
+	var failed []string
 	rapid.Check(t, func(rt *rapid.T) {
-		checkScenario(rt, Draw(rt), &fig)
+		if !until.IsZero() && time.Now().After(until) {
+			return
+		}
+		sc := Draw(rt)
+		if !keepGoing {
+			checkScenario(rt, sc, &fig)
+			return
+		}
+		rec := &recorder{}
+		checkScenario(rec, sc, &fig)
+		if rec.msg != "" {
+			fig.mu.Lock()
+			failed = append(failed, rec.msg)
+			n := fig.scenarios
+			fig.mu.Unlock()
+			t.Logf("scenario %d failed: %s", n, rec.msg)
+		}
 	})
+	if len(failed) > 0 {
+		t.Errorf("%d of the scenarios failed (each printed above)", len(failed))
+	}
 	share := 0.0
 	if fig.calls > 0 {
 		share = float64(fig.unknown) / float64(fig.calls)
