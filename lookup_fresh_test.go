@@ -3,9 +3,14 @@
 package pagpolar
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 // TestLookup_CachedListWithoutAgeIsNotCurrent: a list whose own Date is
@@ -114,5 +119,37 @@ func TestServerClock_ProofCeilingIgnoresAnswersBehindTheFloor(t *testing.T) {
 	}
 	if want := api.Add(2300 * time.Millisecond); ceil.After(want.Add(time.Millisecond)) || ceil.Before(want.Add(-time.Millisecond)) {
 		t.Fatalf("ceiling %s, want about %s (the one fresh answer's bound)", ceil, want)
+	}
+}
+
+// TestLookup_FreshProcessReadsTheClockBeforeJudgingAList: a process that
+// has read nothing of the API yet (Resume after a restart) reads one
+// answer no cache can hold before it judges a list by its Date, so a
+// micro-cache's copy without Age, made before the operation's send, is
+// not taken for the list as it is: never "not executed" while the sale
+// exists.
+func TestLookup_FreshProcessReadsTheClockBeforeJudgingAList(t *testing.T) {
+	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithShapes(pagpolartest.ShapeCacheNoAge)})
+	f.warm(t, f.c)
+	// Someone read the order's sales: the micro-cache keeps that answer.
+	if _, err := f.c.Payments.SalesByExternalReference(f.ctx, "order-cold"); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Clock.Advance(2 * time.Second)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
+	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-cold", Customer: goodCustomer})
+	cancel()
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("pix: %v, want unknown", err)
+	}
+	f.srv.Clock.Advance(time.Second)
+	cold := f.client(t, WithStore(f.store)) // a new process: no reading of the API's clock
+	r, err := cold.Resume(f.ctx, "pix:order-cold")
+	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatal(err)
+	}
+	if r != nil && r.State == keystore.StateNotExecuted {
+		t.Fatalf("Resume in a fresh process settled not executed from the cache's copy; sale %s exists", salesUnder(f, cold, "pix:order-cold")[0].Identifier)
 	}
 }

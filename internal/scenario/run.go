@@ -298,17 +298,6 @@ func (r *runner) inject(st Step) (exposed bool) {
 	}
 	money, read, ref, ans := r.routes(st)
 	op := opID(st.Do, st.Order, st.N)
-	if r.sc.Cache == CacheStaleNoAge {
-		// Open, the same exposure as the line below (a micro-cache that
-		// sends no Age): a process that has not read the API's clock yet
-		// (a fresh ResumeAll) has no floor to judge a copy's Date by, and
-		// trusts a copy seconds old
-		// (TestScenario_FreshProcessTrustsACopyWithoutAge). Remove with
-		// that line once lookups tell such a copy.
-		r.mu.Lock()
-		r.exposed[op] = true
-		r.mu.Unlock()
-	}
 	for _, f := range st.Faults {
 		route := money
 		if f.Read {
