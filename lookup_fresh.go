@@ -93,7 +93,7 @@ func (c *Client) dateProofAt(sent time.Time) dateProof {
 func (c *Client) probeClock(ctx context.Context) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	path := strings.Replace(wire.RouteSale, "{identifier}", "pagpolar-clock-probe-"+hex.EncodeToString(b[:]), 1)
+	path := strings.Replace(wire.RouteSale, "{identifier}", wire.ClockProbePrefix+hex.EncodeToString(b[:]), 1)
 	_, _ = c.getN(ctx, c.url(path, nil), 1)
 }
 

@@ -79,6 +79,8 @@ func routeOf(x exchange) (name string, kind string) {
 		return "POST " + p, "refund"
 	case x.method == http.MethodGet && p == wire.RouteSales:
 		return "GET " + p + "?external_reference=", "sales"
+	case x.method == http.MethodGet && len(seg) == 2 && seg[0] == "sales" && strings.HasPrefix(seg[1], wire.ClockProbePrefix):
+		return "GET " + wire.RouteSale, "" // the SDK's clock probe: its 404 is the point
 	case x.method == http.MethodGet && len(seg) == 2 && seg[0] == "sales":
 		return "GET " + wire.RouteSale, "sale"
 	case x.method == http.MethodGet && p == wire.RouteRefunds:

@@ -32,6 +32,11 @@ const (
 	RouteSale          = "/sales/{identifier}"             // documented
 	RouteSubscription  = "/subscriptions/{id}"             // documented
 	RouteSubscriptions = "/subscriptions"                  // ASSUMED: GET ?external_reference=
+
+	// ClockProbePrefix starts the identifier of the sale the SDK reads to
+	// learn the API's clock (no sale has it; the API's 404 carries a Date
+	// no cache can have stored).
+	ClockProbePrefix = "pagpolar-clock-probe-"
 )
 
 // Payment methods as they appear in sales. ASSUMED values.
