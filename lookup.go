@@ -143,11 +143,6 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
 	sent := c.clock.Now()
 	proof := c.dateProofAt(sent)
-	if !proof.floorOK || !proof.ceilOK {
-		c.probeClock(ctx) // as readListAt
-		sent = c.clock.Now()
-		proof = c.dateProofAt(sent)
-	}
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -347,12 +342,12 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 		seenURL[u.String()] = true
 		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
 		proof := c.dateProofAt(sent)
-		if !proof.floorOK || !proof.ceilOK {
-			// With nothing yet known of the API's clock (a fresh process,
-			// or readings ten minutes old) no stored copy could be told
-			// by its Date: a lookup would trust a copy made before the
-			// trust moment, a snapshot one that hides effects made since.
-			// One read no cache can have a copy of places the clock first.
+		if notBefore.IsZero() && !proof.floorOK {
+			// A snapshot with nothing yet known of the API's clock could
+			// not tell a stored copy (which would hide the effects made
+			// since, to be taken later for this operation's): one read
+			// no cache can have a copy of places the clock first. (A
+			// lookup does not probe: README's limits.)
 			c.probeClock(ctx)
 			sent = c.clock.Now()
 			proof = c.dateProofAt(sent)

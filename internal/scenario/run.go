@@ -298,6 +298,15 @@ func (r *runner) inject(st Step) (exposed bool) {
 	}
 	money, read, ref, ans := r.routes(st)
 	op := opID(st.Do, st.Order, st.N)
+	if r.sc.Cache == CacheStaleNoAge {
+		// Open (README's limits): a process that has not read the API's
+		// clock yet (a fresh ResumeAll) has no bound to judge a copy's
+		// Date by, and may trust a copy without Age seconds old
+		// (TestKnownExposure_FreshProcessTrustsACachedListWithoutAge).
+		r.mu.Lock()
+		r.exposed[op] = true
+		r.mu.Unlock()
+	}
 	for _, f := range st.Faults {
 		route := money
 		if f.Read {
