@@ -116,6 +116,7 @@ func TestCheckReportsExactlyTheVariantsDifferences(t *testing.T) {
 		t.Run(string(c.shape), func(t *testing.T) {
 			t.Parallel()
 			rep, srv := runAgainst(t, c.shape)
+			stepSeen := false
 			for _, it := range rep.Items {
 				want, listed := c.want[it.ID]
 				switch {
@@ -128,6 +129,11 @@ func TestCheckReportsExactlyTheVariantsDifferences(t *testing.T) {
 					if it.Status != NotExercised {
 						t.Errorf("%s: %s (%s), want not exercised", it.ID, it.Status, it.Observed)
 					}
+				case c.shape == pagpolartest.ShapeDateStepBack && it.ID == "list.current" && it.Status == Differs:
+					// The check ran past the hour-ahead window on a slow
+					// machine and saw the clock step back: what the shape
+					// is for, reported rightly.
+					stepSeen = true
 				case it.ID == maybeExercised:
 					if it.Status != NotExercised && it.Status != Confirmed {
 						t.Errorf("%s: %s (%s)", it.ID, it.Status, it.Observed)
@@ -136,7 +142,7 @@ func TestCheckReportsExactlyTheVariantsDifferences(t *testing.T) {
 					t.Errorf("%s: %s (%s), want confirmed", it.ID, it.Status, it.Observed)
 				}
 			}
-			if got := rep.ExitCode(); got != c.exit {
+			if got := rep.ExitCode(); got != c.exit && !(stepSeen && got == ExitDiffers) {
 				t.Errorf("exit %d, want %d; paths: %s", got, c.exit, pathsOf(rep))
 			}
 			// A path that did not settle is explained by a shape that differs.
