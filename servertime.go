@@ -201,31 +201,7 @@ func (s *serverClock) proofCeiling(now time.Time) (time.Time, bool) {
 			hi = s.hiDate.Add(el - time.Duration(float64(el)*serverClockDrift))
 		}
 	}
-	var bounds [sampleCount]time.Time
-	n := 0
-	for i := range s.pn {
-		sm := s.proof[i]
-		el := now.Sub(sm.at)
-		if el < 0 || el > serverClockMaxAge {
-			continue
-		}
-		el += time.Duration(float64(el) * serverClockDrift)
-		b := sm.date.Add(time.Second + sm.rtt + el)
-		if !hi.IsZero() && b.Before(hi) {
-			continue
-		}
-		j := n
-		for j > 0 && bounds[j-1].After(b) {
-			bounds[j] = bounds[j-1]
-			j--
-		}
-		bounds[j] = b
-		n++
-	}
-	if n == 0 {
-		return time.Time{}, false
-	}
-	return bounds[n/2], true
+	return medianUpper(s.proof[:s.pn], now, hi)
 }
 
 func (s *serverClock) lowerLocked(now time.Time) (time.Time, bool) {
@@ -265,16 +241,27 @@ func (s *serverClock) ceiling(now time.Time) (time.Time, bool) {
 }
 
 func (s *serverClock) ceilingLocked(now time.Time) (time.Time, bool) {
+	return medianUpper(s.samples[:s.n], now, time.Time{})
+}
+
+// medianUpper is the median of the upper bounds of the API's clock at
+// client time now that the samples give (Date, truncated to the second,
+// + 1 s + round trip, carried forward with drift), leaving out samples
+// older than serverClockMaxAge and those whose bound is below floor (zero:
+// none left out); false without one.
+func medianUpper(ss []clockSample, now, floor time.Time) (time.Time, bool) {
 	var bounds [sampleCount]time.Time
 	n := 0
-	for i := range s.n {
-		sm := s.samples[i]
+	for _, sm := range ss {
 		el := now.Sub(sm.at)
 		if el < 0 || el > serverClockMaxAge {
 			continue
 		}
 		el += time.Duration(float64(el) * serverClockDrift)
-		b := sm.date.Add(time.Second + sm.rtt + el) // Date is truncated to the second
+		b := sm.date.Add(time.Second + sm.rtt + el)
+		if !floor.IsZero() && b.Before(floor) {
+			continue
+		}
 		j := n
 		for j > 0 && bounds[j-1].After(b) {
 			bounds[j] = bounds[j-1]
