@@ -171,6 +171,10 @@ func (s *serverClock) floorLocked(now time.Time) (time.Time, bool) {
 func (s *serverClock) dateFloor(now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.dateFloorLocked(now)
+}
+
+func (s *serverClock) dateFloorLocked(now time.Time) (time.Time, bool) {
 	if s.hiAt.IsZero() {
 		return time.Time{}, false
 	}
@@ -195,12 +199,7 @@ func (s *serverClock) dateFloor(now time.Time) (time.Time, bool) {
 func (s *serverClock) proofCeiling(now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var hi time.Time
-	if !s.hiAt.IsZero() {
-		if el := now.Sub(s.hiAt); el >= 0 && el <= serverClockMaxAge {
-			hi = s.hiDate.Add(el - time.Duration(float64(el)*serverClockDrift))
-		}
-	}
+	hi, _ := s.dateFloorLocked(now) // zero without one: nothing left out
 	return medianUpper(s.proof[:s.pn], now, hi)
 }
 
