@@ -432,7 +432,11 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	if r.status >= 200 && r.status < 300 || r.apiOwn {
 		// Only the API's own answers measure its clock: a gateway's page may
 		// carry the gateway's.
-		c.srvClock.observe(resp.Header, sentAt, c.clock.Now(), c.policy.ServerClockTolerance)
+		now := c.clock.Now()
+		c.srvClock.observe(resp.Header, sentAt, now, c.policy.ServerClockTolerance)
+		if method != http.MethodGet && !r.replayed {
+			c.srvClock.observeUncached(resp.Header, sentAt, now)
+		}
 	}
 	return r, nil
 }

@@ -90,3 +90,28 @@ func TestOutcomeOf_FromCalls(t *testing.T) {
 		t.Errorf("lost answer: %v, want ErrOutcomeUnknown only", err)
 	}
 }
+
+// TestOperationError_UnknownNamesTheStateTheStoreHolds: an "outcome
+// unknown" error states the record's state as the store acknowledged it
+// (unknown, to be settled), not "not recorded" — an operator reading the
+// error must not think the record is missing and start the order again.
+func TestOperationError_UnknownNamesTheStateTheStoreHolds(t *testing.T) {
+	f := newFixture(t, nil)
+	f.warm(t, f.c)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
+	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
+	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-state", Customer: goodCustomer})
+	cancel()
+	var oe *OperationError
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &oe) {
+		t.Fatalf("pix: %v, want an outcome-unknown OperationError", err)
+	}
+	rec, gerr := f.store.Get(f.ctx, f.c.storeID("pix:order-state"))
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	if oe.State == "" || oe.State != rec.State || oe.Key != rec.Key {
+		t.Errorf("error says state %q key %q; the store holds %q key %q (%v)", oe.State, oe.Key, rec.State, rec.Key, err)
+	}
+}

@@ -138,6 +138,10 @@ type exec struct {
 	// by a webhook event or a read (refresh.go), which takes the lease.
 	storedTerminal bool
 	undecided      bool
+	// stored: the record's state as the store last acknowledged it (""
+	// before the record was created or read): what an error of this call
+	// reports as OperationError.State.
+	stored keystore.State
 
 	// historyChecked: the lookup that precedes a first send while the
 	// store's history is unproven found nothing, conclusively (unproven.go).
@@ -162,17 +166,23 @@ type exec struct {
 //   - ErrInProgress / ErrLeaseLost (another worker holds the operation),
 //   - ErrBudgetExhausted, ErrRateLimited, ErrUnavailable (not executed).
 func (c *Client) runOp(ctx context.Context, s *opSpec) (res *settled, err error) {
+	var e *exec
 	defer func() {
 		// Every error after validation names its operation, so that
-		// errors.Is places it in one of the three branches (OutcomeOf).
+		// errors.Is places it in one of the three branches (OutcomeOf),
+		// with the record's state as the store last acknowledged it.
 		if oe := (*OperationError)(nil); err != nil && !errors.As(err, &oe) {
-			err = &OperationError{OperationID: s.id, Err: err}
+			oe = &OperationError{OperationID: s.id, Err: err}
+			if e != nil && e.stored != "" {
+				oe.Key, oe.State = e.rec.Key, e.stored
+			}
+			err = oe
 		}
 	}()
 	p := c.policy
 	now := c.clock.Now()
 	s.fp = c.fingerprint(s.fpIn)
-	e := &exec{c: c, s: s, meta: s.meta, owner: c.callOwner()}
+	e = &exec{c: c, s: s, meta: s.meta, owner: c.callOwner()}
 	e.meta.Path = s.path
 	rec := keystore.Record{
 		OperationID: c.storeID(s.id),
@@ -209,7 +219,7 @@ func (c *Client) runOp(ctx context.Context, s *opSpec) (res *settled, err error)
 	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)
 	switch {
 	case err == nil:
-		e.rec, e.leaseAt = created, now
+		e.rec, e.leaseAt, e.stored = created, now, created.State
 		e.noteLease(created)
 		defer e.release(ctx)
 		if snapFirst {
@@ -288,7 +298,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 	if done {
 		return c.fromRecord(s.id, got)
 	}
-	e.rec, e.leaseAt = got, c.clock.Now()
+	e.rec, e.leaseAt, e.stored = got, c.clock.Now(), got.State
 	e.noteLease(got)
 	if rekey {
 		e.rec.Fingerprint = s.fp // re-fingerprinted under the current secret at the next write
@@ -398,7 +408,7 @@ func (e *exec) save(ctx context.Context) error {
 		}
 		return e.opErr(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
-	e.rec = got
+	e.rec, e.stored = got, got.State
 	e.storedTerminal = got.State.Terminal()
 	return nil
 }

@@ -59,8 +59,19 @@ type lookupOutcome struct {
 	// notCurrent: unclear only because the answer could not be proven
 	// current (a stored copy, or a Date that does not yet prove it
 	// postdates the trust moment); a later lookup may prove what this one
-	// could not, so a caller that may wait looks again.
+	// could not, so a caller that may wait looks again — unless the API's
+	// clock cannot reach proveBy, the Date a later answer must carry
+	// (zero: none known, a copy told by its Age), within that wait.
 	notCurrent bool
+	proveBy    time.Time
+}
+
+// staleRead says why a list read stopped at an answer it could not prove
+// current (is), and the Date a later answer must carry to prove itself
+// (proveBy; zero: none known).
+type staleRead struct {
+	is      bool
+	proveBy time.Time
 }
 
 type lookupKind int
@@ -103,19 +114,19 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 // attributes it.
 func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (lookupOutcome, error) {
 	var (
-		items      []json.RawMessage
-		complete   bool
-		why        string
-		notCurrent bool
-		err        error
+		items    []json.RawMessage
+		complete bool
+		why      string
+		stale    staleRead
+		err      error
 	)
 	switch kind {
 	case kindPix, kindBoleto, kindCreditCard:
-		items, complete, why, notCurrent, err = c.readListAt(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
+		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
 	case kindRefund:
-		items, complete, why, notCurrent, err = c.readListAt(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1, m.TrustAfter)
+		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1, m.TrustAfter)
 	case kindSubscribe:
-		items, complete, why, notCurrent, err = c.readListAt(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
+		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
 		if ae := (*APIError)(nil); errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405 || ae.StatusCode == 501) {
 			return lookupOutcome{kind: lookupUnsupported, reason: fmt.Sprintf("GET %s?external_reference= answered %d", wire.RouteSubscriptions, ae.StatusCode)}, nil
 		}
@@ -134,7 +145,9 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 		return lookupOutcome{}, err
 	}
 	lo := settleFound(effs, c.facts(kind, m, claimed), complete, why, m.Unclear)
-	lo.notCurrent = notCurrent && lo.kind == lookupUnclear && len(lo.refs) == 0
+	if stale.is && lo.kind == lookupUnclear && len(lo.refs) == 0 {
+		lo.notCurrent, lo.proveBy = true, stale.proveBy
+	}
 	return lo, nil
 }
 
@@ -151,7 +164,8 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 		return lookupOutcome{kind: lookupUnclear, notCurrent: true, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
 	if why, stale := staleByDate(r.header, proof, sent, m.TrustAfter); stale {
-		return lookupOutcome{kind: lookupUnclear, notCurrent: true, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
+		by, _ := proofTarget(proof, sent, m.TrustAfter)
+		return lookupOutcome{kind: lookupUnclear, notCurrent: true, proveBy: by, reason: "GET " + subscriptionPath(m.SubscriptionID) + ": " + why}, nil
 	}
 	sub, err := readEffect(effSubscription, wire.AnswerGet, r.body)
 	if err != nil {
@@ -327,17 +341,17 @@ func (c *Client) readList(ctx context.Context, path string, q url.Values, attemp
 }
 
 // readListAt is readList that also says whether the list stopped at a page
-// that cannot be proven current (notCurrent: a stored copy, or a Date that
+// that cannot be proven current (stale: a stored copy, or a Date that
 // does not yet prove the page postdates notBefore): a later read may prove
 // what this one could not.
-func (c *Client) readListAt(ctx context.Context, path string, q url.Values, attempts int, notBefore time.Time) (items []json.RawMessage, complete bool, why string, notCurrent bool, err error) {
+func (c *Client) readListAt(ctx context.Context, path string, q url.Values, attempts int, notBefore time.Time) (items []json.RawMessage, complete bool, why string, stale staleRead, err error) {
 	const maxPages = 200
 	u := c.url(path, q)
 	seenURL := map[string]bool{}
 	seenID := map[string]bool{}
 	for range maxPages {
 		if seenURL[u.String()] {
-			return items, false, "the list's next page points back at a page already read", false, nil
+			return items, false, "the list's next page points back at a page already read", staleRead{}, nil
 		}
 		seenURL[u.String()] = true
 		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
@@ -354,17 +368,18 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 		}
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
-			return nil, false, "", false, err
+			return nil, false, "", staleRead{}, err
 		}
 		if why, cached := servedByCache(r.header, sent, notBefore); cached {
-			return items, false, why, true, nil
+			return items, false, why, staleRead{is: true}, nil
 		}
 		if why, stale := staleByDate(r.header, proof, sent, notBefore); stale {
-			return items, false, why, true, nil
+			by, _ := proofTarget(proof, sent, notBefore)
+			return items, false, why, staleRead{is: true, proveBy: by}, nil
 		}
 		page, err := wire.ParseList(r.body, r.header)
 		if err != nil {
-			return nil, false, "", false, fmt.Errorf("pagpolar: GET %s: %w", path, err)
+			return nil, false, "", staleRead{}, fmt.Errorf("pagpolar: GET %s: %w", path, err)
 		}
 		fresh := 0
 		for _, it := range page.Items {
@@ -379,17 +394,17 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 			items = append(items, it)
 		}
 		if fresh == 0 && len(page.Items) > 0 {
-			return items, false, "the list answered a page it had already answered (its cursor was ignored?)", false, nil
+			return items, false, "the list answered a page it had already answered (its cursor was ignored?)", staleRead{}, nil
 		}
 		switch n := page.Next; {
 		case n.Done:
-			return items, true, "", false, nil
+			return items, true, "", staleRead{}, nil
 		case n.Problem != "":
-			return items, false, n.Problem, false, nil
+			return items, false, n.Problem, staleRead{}, nil
 		case n.URL != "":
 			next, err := u.Parse(n.URL)
 			if err != nil || next.Scheme != c.base.Scheme || next.Host != c.base.Host {
-				return items, false, fmt.Sprintf("the list's next page %q is not on the API's host", n.URL), false, nil
+				return items, false, fmt.Sprintf("the list's next page %q is not on the API's host", n.URL), staleRead{}, nil
 			}
 			u = next
 		default:
@@ -403,7 +418,7 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 			u = c.url(path, q2)
 		}
 	}
-	return items, false, fmt.Sprintf("the list has more than %d pages", maxPages), false, nil
+	return items, false, fmt.Sprintf("the list has more than %d pages", maxPages), staleRead{}, nil
 }
 
 func itemID(raw json.RawMessage) string {

@@ -131,26 +131,39 @@ func staleByDate(h http.Header, p dateProof, sent, notBefore time.Time) (string,
 		return "the answer has no Date the SDK can read, though the API's other answers carry one: nothing proves it is not a stored copy", true
 	case err != nil:
 		return "", false // an API that sends no Date: nothing can be told by it (README's limits)
+	}
+	target, ok := proofTarget(p, sent, notBefore)
+	if !ok || !d.Before(target) {
+		return "", false
+	}
+	if !notBefore.IsZero() && p.ceilOK {
+		el := sent.Sub(notBefore)
+		return fmt.Sprintf("the answer's Date (%s) does not prove it was made after the moment the list must postdate (the API's clock then at most %s, its hosts up to %s apart): it may be a stored copy, not the list as it is now",
+			d.UTC().Format(time.RFC3339), p.ceil.Add(-el).UTC().Format(time.RFC3339Nano), p.tol), true
+	}
+	return fmt.Sprintf("the answer's Date (%s) is older than the moment the list must postdate (the API's clock at least %s): a stored copy, not the list as it is now",
+		d.UTC().Format(time.RFC3339), target.Add(time.Second).UTC().Format(time.RFC3339)), true
+}
+
+// proofTarget is the earliest Date that proves an answer to a request sent
+// at client time sent was made after notBefore (zero: after sent, for a
+// snapshot), by what p knows of the API's clock: staleByDate's threshold.
+// false: no Date is needed (before the trust moment, or nothing known of
+// the API's clock). A pure function of its arguments.
+func proofTarget(p dateProof, sent, notBefore time.Time) (time.Time, bool) {
+	switch {
 	case !notBefore.IsZero() && sent.Before(notBefore):
-		return "", false // before the trust moment a not-found counts for nothing anyway
+		return time.Time{}, false // before the trust moment a not-found counts for nothing anyway
 	case !notBefore.IsZero() && p.ceilOK:
 		el := sent.Sub(notBefore)
-		must := p.ceil.Add(-el + time.Duration(float64(el)*serverClockDrift) + p.tol)
-		if d.Before(must) {
-			return fmt.Sprintf("the answer's Date (%s) does not prove it was made after the moment the list must postdate (the API's clock then at most %s, its hosts up to %s apart): it may be a stored copy, not the list as it is now",
-				d.UTC().Format(time.RFC3339), p.ceil.Add(-el).UTC().Format(time.RFC3339Nano), p.tol), true
-		}
-		return "", false
+		return p.ceil.Add(-el + time.Duration(float64(el)*serverClockDrift) + p.tol), true
 	case !p.floorOK:
-		return "", false
+		return time.Time{}, false
 	}
 	must := p.floor
 	if !notBefore.IsZero() {
 		must = p.floor.Add(-sent.Sub(notBefore))
 	}
-	if d.Add(time.Second).Before(must) {
-		return fmt.Sprintf("the answer's Date (%s) is older than the moment the list must postdate (the API's clock at least %s): a stored copy, not the list as it is now",
-			d.UTC().Format(time.RFC3339), must.UTC().Format(time.RFC3339)), true
-	}
-	return "", false
+	// A Date more than a second below the lower bound is a copy's.
+	return must.Add(-time.Second), true
 }

@@ -49,6 +49,12 @@ type serverClock struct {
 	// crowd out every answer the ceiling can use.
 	proof     [sampleCount]clockSample
 	pn, pnext int
+	// fresh: the latest answer to a request no cache serves again (not a
+	// GET, not a replay of a first answer), kept whatever observe made of
+	// it: what the API's clock read then, by which mayReach tells whether
+	// waiting can let a list prove itself current.
+	fresh   clockSample
+	freshOK bool
 }
 
 type clockSample struct {
@@ -135,6 +141,48 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 	if s.n < len(s.samples) {
 		s.n++
 	}
+}
+
+// observeUncached records the Date of an answer no cache can have served
+// again (noted by the caller: an answer to a POST that is not a replay) as
+// the latest fresh reading of the API's clock (mayReach). It changes no
+// bound: observe is called for the same answer.
+func (s *serverClock) observeUncached(h http.Header, sent, now time.Time) {
+	d, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fresh, s.freshOK = clockSample{date: d, at: now, rtt: max(now.Sub(sent), 0)}, true
+}
+
+// mayReach reports whether the API's clock may show target by client time
+// until, by the latest fresh reading (observeUncached); see reachable.
+func (s *serverClock) mayReach(target, now, until time.Time, tol time.Duration) bool {
+	s.mu.Lock()
+	f, ok := s.fresh, s.freshOK
+	s.mu.Unlock()
+	return reachable(f, ok, target, now, until, tol)
+}
+
+// reachable reports whether the API's clock, read as f by an answer no
+// cache served, may show target by client time until: its upper bound
+// then (Date + 1 s + round trip, carried forward with drift, plus tol for
+// a host behind the others) is not below target. false only when even that
+// bound falls short — the API's clock stepped back behind the Dates
+// earlier answers carried, so no list it writes before until can prove
+// itself current and looking again would only wait. Without a reading
+// (ok false), one older than serverClockMaxAge, or without a target: true.
+// It decides only whether to wait, never what a list proves. A pure
+// function of its arguments.
+func reachable(f clockSample, ok bool, target, now, until time.Time, tol time.Duration) bool {
+	if !ok || target.IsZero() || now.Sub(f.at) > serverClockMaxAge || now.Before(f.at) {
+		return true
+	}
+	el := max(until.Sub(f.at), 0)
+	upper := f.date.Add(time.Second + f.rtt + el + time.Duration(float64(el)*serverClockDrift) + tol)
+	return !upper.Before(target)
 }
 
 // floor returns a lower bound of the server's clock at client time now, or

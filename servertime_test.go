@@ -303,3 +303,33 @@ func TestServerClock_StepBackKeepsTheOwnSale(t *testing.T) {
 	t.Logf("err=%v posts=%d", err, f.posts("pix"))
 	f.assertNoDuplicates(t)
 }
+
+// TestReachable_WaitingOnlyWhereTheClockCanGetThere: whether the API's
+// clock, by a fresh reading, may show a Date by the end of a wait.
+func TestReachable_WaitingOnlyWhereTheClockCanGetThere(t *testing.T) {
+	read := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) // client clock at the reading
+	api := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)  // the reading's Date: the clocks' offset is no matter
+	f := clockSample{date: api, at: read, rtt: 200 * time.Millisecond}
+	const tol = 2 * time.Second
+	for _, c := range []struct {
+		name   string
+		ok     bool
+		target time.Time
+		now    time.Time
+		until  time.Time
+		want   bool
+	}{
+		{"no reading", false, api.Add(time.Hour), read, read.Add(5 * time.Second), true},
+		{"no target (a copy told by its Age)", true, time.Time{}, read, read.Add(5 * time.Second), true},
+		{"target 4 s ahead, 5 s of wait", true, api.Add(4 * time.Second), read, read.Add(5 * time.Second), true},
+		{"target within the Date's second, the round trip and the tolerance", true, api.Add(3200 * time.Millisecond), read, read, true},
+		{"target 10 s ahead, 5 s of wait", true, api.Add(10 * time.Second), read, read.Add(5 * time.Second), false},
+		{"target an hour ahead (a clock stepped back)", true, api.Add(time.Hour), read, read.Add(5 * time.Second), false},
+		{"reading older than the estimator keeps", true, api.Add(time.Hour), read.Add(11 * time.Minute), read.Add(11*time.Minute + 5*time.Second), true},
+		{"client clock went back past the reading", true, api.Add(time.Hour), read.Add(-time.Second), read.Add(5 * time.Second), true},
+	} {
+		if got := reachable(f, c.ok, c.target, c.now, c.until, tol); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -90,10 +90,13 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 				// ended: until then a success of ours may still appear.
 			case lookupUnclear:
 				if lo.notCurrent && wait {
-					// The list could not be proven current yet: like a
-					// not-found before the trust moment, look again.
-					lastNotCurrent, notCurrent = lo.reason, true
-					break
+					if c.lookAgainMayProve(lo, start) {
+						// The list could not be proven current yet: like a
+						// not-found before the trust moment, look again.
+						lastNotCurrent, notCurrent = lo.reason, true
+						break
+					}
+					lo.reason += clockBehindNote
 				}
 				e.meta.noteUnclear(lo.seen) // what was seen outlives this call
 				ref := ""
@@ -147,6 +150,20 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		}
 	}
 }
+
+// lookAgainMayProve reports whether a lookup that could not prove its list
+// current may do better by looking again within the call's wait (from
+// start, MaxSettleWait): not when the API's clock, by its latest answer no
+// cache served, cannot reach the Date a later list must carry before the
+// wait ends (a clock stepped back behind what earlier answers proved) —
+// the operation is then unknown at once instead of after the whole wait.
+func (c *Client) lookAgainMayProve(lo lookupOutcome, start time.Time) bool {
+	return c.srvClock.mayReach(lo.proveBy, c.clock.Now(), start.Add(c.policy.MaxSettleWait), c.policy.ServerClockTolerance)
+}
+
+// clockBehindNote ends the reason of a lookup not looked at again because
+// lookAgainMayProve said no.
+const clockBehindNote = "; the API's clock, by its latest answer no cache served, is behind the Date a current list must carry, and looking again within this call's wait could not prove it"
 
 // notCurrentWait is the pause before looking again at a list that could
 // not be proven current: the API's Date moves by whole seconds, so a look

@@ -120,3 +120,48 @@ func TestSettle_StoreErrorAfterSendIsOutcomeUnknown(t *testing.T) {
 			err, errors.Is(err, ErrStoreUnavailable), f.successful("sale"))
 	}
 }
+
+// TestSettle_ClockSteppedBackEndsUnknownWithoutWaitingInVain: the API's
+// clock ran an hour ahead while the client learned it, then stepped back.
+// Every list is now an hour behind the Date that would prove it current,
+// and the API's own answer to the charge (a 500 that created nothing)
+// shows its clock there: no list it writes within the call's wait can
+// prove itself, so the settle answers "outcome unknown" once the lookups
+// are due to be conclusive, instead of looking again once a second for the
+// whole MaxSettleWait. (A cache's copy, which waiting does outlive, is
+// still looked at again: TestShapes_CachedListWithoutAgeDoesNotSettleNotExecuted.)
+// Nothing is resent: no list proved the charge absent.
+func TestSettle_ClockSteppedBackEndsUnknownWithoutWaitingInVain(t *testing.T) {
+	f := newFixture(t, nil)
+	var ahead atomic.Bool
+	ahead.Store(true)
+	base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
+		if d, err := http.ParseTime(h.Get("Date")); err == nil && ahead.Load() {
+			h.Set("Date", d.Add(time.Hour).UTC().Format(http.TimeFormat))
+		}
+		return body
+	})
+	c := proxiedClient(t, f, base)
+	if _, err := c.Payments.SalesByExternalReference(f.ctx, "warm-up"); err != nil {
+		t.Fatal(err)
+	}
+	c.srvClock.mu.Lock()
+	c.srvClock.validated = true
+	c.srvClock.mu.Unlock()
+	ahead.Store(false)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.Fault500NoCommit, Times: 1})
+	start := f.srv.Clock.Now()
+	_, err := c.Payments.Pix(f.ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-back", Customer: goodCustomer})
+	waited := f.srv.Clock.Now().Sub(start)
+	t.Logf("after %s: %v", waited, err)
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("pix: %v, want outcome unknown", err)
+	}
+	if max := testPolicy().MaxSettleWait; waited >= max {
+		t.Errorf("the settle waited %s (MaxSettleWait %s) for lists that could not prove themselves: %v", waited, max, err)
+	}
+	if n := f.posts("pix"); n != 1 {
+		t.Errorf("%d POSTs, want 1", n)
+	}
+	f.assertNoDuplicates(t)
+}

@@ -111,8 +111,11 @@ func (e *exec) lookBeforeFirstSend(ctx context.Context) (res *settled, err error
 				}
 			case lookupUnclear:
 				if lo.notCurrent {
-					notCurrent = true
-					break // not proven current yet: look again
+					if c.lookAgainMayProve(lo, start) {
+						notCurrent = true
+						break // not proven current yet: look again
+					}
+					lo.reason += clockBehindNote
 				}
 				e.meta.noteUnclear(lo.seen)
 				return nil, e.unprovenUnknown(ctx, lo.reason, firstRef(lo.refs)), true

@@ -153,14 +153,22 @@ func TestSQLiteReapInAnotherProcessNeverFailsACreate(t *testing.T) {
 		t.Fatal("no live Create committed while the other process reaped")
 	}
 	// What the reap must leave: the unfinished record and every live one.
-	if _, err := live.Get(ctx, "unfinished"); err != nil {
+	// Tens of thousands of records are read back through a store of their
+	// own whose call timeout fits one list of them all on a loaded machine
+	// (the live store's 5 s bound is for the traffic above, not for this).
+	verify, err := sqlstore.OpenSQLite(path, sqlstore.WithCallTimeout(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer verify.Close()
+	if _, err := verify.Get(ctx, "unfinished"); err != nil {
 		t.Fatalf("the unfinished record after the reap: %v", err)
 	}
-	left, err := live.List(ctx, keystore.Filter{States: []keystore.State{keystore.StateSucceeded}, Limit: 10})
+	left, err := verify.List(ctx, keystore.Filter{States: []keystore.State{keystore.StateSucceeded}, Limit: 10})
 	if err != nil || len(left) != 0 {
 		t.Fatalf("succeeded records left after the reap: %d (%v)", len(left), err)
 	}
-	pending, err := live.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending}, Limit: 1 << 20})
+	pending, err := verify.List(ctx, keystore.Filter{States: []keystore.State{keystore.StatePending}, Limit: 1 << 20})
 	if err != nil || len(pending) != ok+1 {
 		t.Fatalf("pending records after the reap: %d, want %d (%v)", len(pending), ok+1, err)
 	}
@@ -207,7 +215,14 @@ func TestSQLiteReapInProcessNeverFailsACreate(t *testing.T) {
 	if reapErr != nil || n != expired {
 		t.Fatalf("reap: %d, %v; want %d", n, reapErr, expired)
 	}
-	got, err := s.List(ctx, keystore.Filter{Limit: 1 << 20})
+	// Read back through a store whose call timeout fits one list of every
+	// live record on a loaded machine.
+	verify, err := sqlstore.OpenSQLite(path, sqlstore.WithCallTimeout(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer verify.Close()
+	got, err := verify.List(ctx, keystore.Filter{Limit: 1 << 20})
 	if err != nil || len(got) != creates {
 		t.Fatalf("records after the reap: %d, want the %d live ones (%v)", len(got), creates, err)
 	}
