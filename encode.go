@@ -44,6 +44,7 @@ func metaJSON(m *opMeta) []byte {
 	b = appendOptBool(b, `,"floor_ok":true`, m.FloorOK)
 	b = appendOptTime(b, `,"trust_after":`, m.TrustAfter)
 	b = appendOptTime(b, `,"trust_after_store":`, m.TrustAfterStore)
+	b = appendOptTime(b, `,"prove_by":`, m.ProveBy)
 	b = appendOptBool(b, `,"saw_2xx":true`, m.Saw2xx)
 	b = appendOptStrings(b, `,"unclear":`, m.Unclear)
 	return append(b, '}')

@@ -122,11 +122,11 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 	)
 	switch kind {
 	case kindPix, kindBoleto, kindCreditCard:
-		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
+		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteSales, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter, m.ProveBy)
 	case kindRefund:
-		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1, m.TrustAfter)
+		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteRefunds, url.Values{"sale_identifier": {m.SaleID}}, 1, m.TrustAfter, m.ProveBy)
 	case kindSubscribe:
-		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter)
+		items, complete, why, stale, err = c.readListAt(ctx, wire.RouteSubscriptions, url.Values{"external_reference": {m.ExternalReference}}, 1, m.TrustAfter, m.ProveBy)
 		if ae := (*APIError)(nil); errors.As(err, &ae) && (ae.StatusCode == 404 || ae.StatusCode == 405 || ae.StatusCode == 501) {
 			return lookupOutcome{kind: lookupUnsupported, reason: fmt.Sprintf("GET %s?external_reference= answered %d", wire.RouteSubscriptions, ae.StatusCode)}, nil
 		}
@@ -156,6 +156,7 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
 	sent := c.clock.Now()
 	proof := c.dateProofAt(sent)
+	proof.recorded = m.ProveBy
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -336,15 +337,16 @@ func (c *Client) snapshot(ctx context.Context, kind string, m *opMeta, attempts 
 // notBefore is the moment a cached copy must postdate (servedByCache; zero
 // for a snapshot).
 func (c *Client) readList(ctx context.Context, path string, q url.Values, attempts int, notBefore time.Time) (items []json.RawMessage, complete bool, why string, err error) {
-	items, complete, why, _, err = c.readListAt(ctx, path, q, attempts, notBefore)
+	items, complete, why, _, err = c.readListAt(ctx, path, q, attempts, notBefore, time.Time{})
 	return items, complete, why, err
 }
 
 // readListAt is readList that also says whether the list stopped at a page
 // that cannot be proven current (stale: a stored copy, or a Date that
 // does not yet prove the page postdates notBefore): a later read may prove
-// what this one could not.
-func (c *Client) readListAt(ctx context.Context, path string, q url.Values, attempts int, notBefore time.Time) (items []json.RawMessage, complete bool, why string, stale staleRead, err error) {
+// what this one could not. proveBy is the record's threshold for a client
+// with no reading of the API's clock (opMeta.ProveBy; zero: none).
+func (c *Client) readListAt(ctx context.Context, path string, q url.Values, attempts int, notBefore, proveBy time.Time) (items []json.RawMessage, complete bool, why string, stale staleRead, err error) {
 	const maxPages = 200
 	u := c.url(path, q)
 	seenURL := map[string]bool{}
@@ -356,6 +358,7 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 		seenURL[u.String()] = true
 		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
 		proof := c.dateProofAt(sent)
+		proof.recorded = proveBy
 		if notBefore.IsZero() && !proof.floorOK {
 			// A snapshot with nothing yet known of the API's clock could
 			// not tell a stored copy (which would hide the effects made
@@ -365,6 +368,7 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 			c.probeClock(ctx)
 			sent = c.clock.Now()
 			proof = c.dateProofAt(sent)
+			proof.recorded = proveBy
 		}
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {

@@ -77,6 +77,9 @@ type dateProof struct {
 	ceil    time.Time // an upper bound consistent with that floor (proofCeiling)
 	ceilOK  bool
 	tol     time.Duration // how far apart the API's own clocks may be
+	// recorded: the Date the operation's record says a list must carry
+	// (opMeta.ProveBy), for a client with no upper bound of its own.
+	recorded time.Time
 }
 
 func (c *Client) dateProofAt(sent time.Time) dateProof {
@@ -125,7 +128,7 @@ func (c *Client) probeClock(ctx context.Context) {
 func staleByDate(h http.Header, p dateProof, sent, notBefore time.Time) (string, bool) {
 	d, err := http.ParseTime(h.Get("Date"))
 	switch {
-	case err != nil && !notBefore.IsZero() && !sent.Before(notBefore) && (p.ceilOK || p.floorOK):
+	case err != nil && !notBefore.IsZero() && !sent.Before(notBefore) && (p.ceilOK || p.floorOK || !p.recorded.IsZero()):
 		// The API's other answers carry a Date; this one has none (or
 		// one that cannot be read): nothing tells it from a stored copy.
 		return "the answer has no Date the SDK can read, though the API's other answers carry one: nothing proves it is not a stored copy", true
@@ -135,6 +138,10 @@ func staleByDate(h http.Header, p dateProof, sent, notBefore time.Time) (string,
 	target, ok := proofTarget(p, sent, notBefore)
 	if !ok || !d.Before(target) {
 		return "", false
+	}
+	if !notBefore.IsZero() && target.Equal(p.recorded) {
+		return fmt.Sprintf("the answer's Date (%s) is before %s, the Date the operation's record says a list made after its trust moment carries: it may be a stored copy, not the list as it is now",
+			d.UTC().Format(time.RFC3339), p.recorded.UTC().Format(time.RFC3339Nano)), true
 	}
 	if !notBefore.IsZero() && p.ceilOK {
 		el := sent.Sub(notBefore)
@@ -154,9 +161,20 @@ func proofTarget(p dateProof, sent, notBefore time.Time) (time.Time, bool) {
 	switch {
 	case !notBefore.IsZero() && sent.Before(notBefore):
 		return time.Time{}, false // before the trust moment a not-found counts for nothing anyway
-	case !notBefore.IsZero() && p.ceilOK:
-		el := sent.Sub(notBefore)
-		return p.ceil.Add(-el + time.Duration(float64(el)*serverClockDrift) + p.tol), true
+	case !notBefore.IsZero() && (p.ceilOK || !p.recorded.IsZero()):
+		// The later of this client's own threshold and the one the client
+		// that set the trust moment recorded: a client new to the API (a
+		// new process, another host) may have read nothing but stored
+		// copies, whose Dates make a ceiling too low.
+		var t time.Time
+		if p.ceilOK {
+			el := sent.Sub(notBefore)
+			t = p.ceil.Add(-el + time.Duration(float64(el)*serverClockDrift) + p.tol)
+		}
+		if p.recorded.After(t) {
+			t = p.recorded
+		}
+		return t, true
 	case !p.floorOK:
 		return time.Time{}, false
 	}

@@ -91,6 +91,42 @@ func TestLookup_ListMustProveItPostdatesTheTrustMoment(t *testing.T) {
 	}
 }
 
+// TestLookup_RecordedProofDateBindsEveryClient: the Date the operation's
+// record says a list made after its trust moment carries binds every
+// client, with or without a bound of its own; the later threshold wins.
+func TestLookup_RecordedProofDateBindsEveryClient(t *testing.T) {
+	recorded := time.Date(2026, 12, 1, 12, 0, 5, 0, time.UTC)
+	notBefore := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC) // the client's clock: hours off, and no matter
+	sent := notBefore.Add(2 * time.Second)
+	date := func(d time.Time) http.Header { return http.Header{"Date": {d.Format(http.TimeFormat)}} }
+	none := dateProof{recorded: recorded}
+	// A ceiling learned from copies only: 3 s too low.
+	low := dateProof{ceil: recorded.Add(-3 * time.Second).Add(2 * time.Second), ceilOK: true, floor: recorded.Add(-5 * time.Second), floorOK: true, recorded: recorded}
+	// A ceiling of its own above the recorded one.
+	high := dateProof{ceil: recorded.Add(4 * time.Second), ceilOK: true, floorOK: true, floor: recorded, recorded: recorded}
+	for _, c := range []struct {
+		name  string
+		h     http.Header
+		p     dateProof
+		stale bool
+	}{
+		{"no bound of its own, a copy made before the moment", date(recorded.Add(-3 * time.Second)), none, true},
+		{"no bound of its own, Date at the recorded threshold", date(recorded), none, false},
+		{"no bound of its own, no Date", http.Header{}, none, true},
+		{"a ceiling from copies, a copy between it and the threshold", date(recorded.Add(-2 * time.Second)), low, true},
+		{"a ceiling from copies, Date past the threshold", date(recorded.Add(time.Second)), low, false},
+		{"its own ceiling later, Date past the recorded threshold only", date(recorded.Add(time.Second)), high, true},
+		{"its own ceiling later, Date past both", date(recorded.Add(3 * time.Second)), high, false},
+	} {
+		if why, got := staleByDate(c.h, c.p, sent, notBefore); got != c.stale {
+			t.Errorf("%s: stale %v (%s), want %v", c.name, got, why, c.stale)
+		}
+	}
+	if _, got := staleByDate(date(recorded.Add(-time.Hour)), none, notBefore.Add(-time.Second), notBefore); got {
+		t.Error("before the trust moment: stale, want nothing concluded")
+	}
+}
+
 // TestServerClock_ProofCeilingIgnoresAnswersBehindTheFloor: an answer
 // whose upper bound is below what another answer proved (a stored copy's
 // old Date) is left out of the ceiling, so copies cannot pull it down —
@@ -122,16 +158,16 @@ func TestServerClock_ProofCeilingIgnoresAnswersBehindTheFloor(t *testing.T) {
 	}
 }
 
-// TestKnownExposure_FreshProcessTrustsACachedListWithoutAge measures an
-// open exposure (README, "The guarantees' limits"): a process that has read
-// nothing of the API yet (Resume after a restart) has no bound of the API's
-// clock to judge a list's Date by, so a micro-cache's copy without Age,
-// made before the operation's send, is taken for the list as it is and the
-// operation is settled not executed while its sale exists. Snapshots probe
-// the clock first; lookups do not yet (a probe before every lookup of a
-// fresh process made ResumeAll, which does not wait, leave operations
-// unsettled that it settled before).
-func TestKnownExposure_FreshProcessTrustsACachedListWithoutAge(t *testing.T) {
+// TestLookup_FreshProcessKeepsTheRecordedProofDate: a process that has
+// read nothing of the API yet (Resume after a restart) has no bound of the
+// API's clock of its own, and the only answers it reads may be a
+// micro-cache's copies without Age (whose Dates would give it a ceiling too
+// low). The operation's record carries the Date a list made after the trust
+// moment must show (opMeta.ProveBy, from the sending client's bound): the
+// copy, made before the send, is no proof, and the operation is not
+// settled not executed while its sale exists. Once the copy has expired the
+// API's own list settles it.
+func TestLookup_FreshProcessKeepsTheRecordedProofDate(t *testing.T) {
 	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithShapes(pagpolartest.ShapeCacheNoAge)})
 	f.warm(t, f.c)
 	if _, err := f.c.Payments.SalesByExternalReference(f.ctx, "order-cold"); err != nil {
@@ -147,12 +183,21 @@ func TestKnownExposure_FreshProcessTrustsACachedListWithoutAge(t *testing.T) {
 	}
 	f.srv.Clock.Advance(time.Second)
 	cold := f.client(t, WithStore(f.store)) // a new process: no reading of the API's clock
-	r, err := cold.Resume(f.ctx, "pix:order-cold")
+	rctx, rcancel := context.WithTimeout(f.ctx, 500*time.Millisecond)
+	r, err := cold.Resume(rctx, "pix:order-cold")
+	rcancel()
 	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatal(err)
 	}
-	if r == nil || r.State != keystore.StateNotExecuted {
-		t.Fatalf("the fake no longer reproduces the documented exposure: %+v, %v", r, err)
+	if r != nil && r.State == keystore.StateNotExecuted {
+		t.Fatalf("Resume in a fresh process settled not executed from the cache's copy; sale %s exists", salesUnder(f, cold, "pix:order-cold")[0].Identifier)
 	}
-	t.Logf("exposure reproduced: Resume in a fresh process settled not executed from a cached copy; sale %s exists", salesUnder(f, cold, "pix:order-cold")[0].Identifier)
+	// The copy lives two processing windows plus ten seconds.
+	f.srv.Clock.Advance(2*testWindow + 11*time.Second)
+	later := f.client(t, WithStore(f.store))
+	r, err = later.Resume(f.ctx, "pix:order-cold")
+	if err != nil || r.State != keystore.StateSucceeded {
+		t.Fatalf("Resume after the copy expired: %+v, %v; want succeeded", r, err)
+	}
+	f.assertNoDuplicates(t)
 }

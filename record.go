@@ -50,6 +50,13 @@ type opMeta struct {
 	// whose clock runs ahead would otherwise trust a not-found early.
 	TrustAfter      time.Time `json:"trust_after,omitzero"`
 	TrustAfterStore time.Time `json:"trust_after_store,omitzero"`
+	// ProveBy is the earliest Date a list must carry to prove it was made
+	// after the trust moment, on the API's clock as the client that set
+	// TrustAfter knew it (its upper bound then, plus ServerClockTolerance):
+	// what tells a stored copy for a process that has no reading of the
+	// API's clock of its own (lookup_fresh.go). Zero when that client knew
+	// no upper bound.
+	ProveBy time.Time `json:"prove_by,omitzero"`
 
 	// Saw2xx: a 2xx the SDK could not verify answered this key, or a 4xx
 	// said the key was already used (vKeyUsed), so the effect may well
@@ -65,7 +72,7 @@ func (m opMeta) equal(o opMeta) bool {
 		m.Amount == o.Amount && m.SaleID == o.SaleID && m.SubscriptionID == o.SubscriptionID &&
 		slices.Equal(m.Snapshot, o.Snapshot) && m.Snapshotted == o.Snapshotted && m.SnapshotOffer == o.SnapshotOffer && m.SnapshotNextOffer == o.SnapshotNextOffer &&
 		m.Floor.Equal(o.Floor) && m.SharedFloor.Equal(o.SharedFloor) && m.FloorOK == o.FloorOK &&
-		m.TrustAfter.Equal(o.TrustAfter) && m.TrustAfterStore.Equal(o.TrustAfterStore) &&
+		m.TrustAfter.Equal(o.TrustAfter) && m.TrustAfterStore.Equal(o.TrustAfterStore) && m.ProveBy.Equal(o.ProveBy) &&
 		m.Saw2xx == o.Saw2xx && slices.Equal(m.Unclear, o.Unclear)
 }
 
@@ -104,7 +111,7 @@ func (m *opMeta) fillStoreTrust(rec keystore.Record, p RetryPolicy) {
 func (m *opMeta) resetAttempts() {
 	m.Snapshot, m.Snapshotted, m.SnapshotOffer, m.SnapshotNextOffer = nil, false, "", ""
 	m.Floor, m.SharedFloor, m.FloorOK = time.Time{}, time.Time{}, false
-	m.TrustAfter, m.TrustAfterStore = time.Time{}, time.Time{}
+	m.TrustAfter, m.TrustAfterStore, m.ProveBy = time.Time{}, time.Time{}, time.Time{}
 	m.Saw2xx, m.Unclear = false, nil
 }
 

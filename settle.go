@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
@@ -21,6 +22,19 @@ func (e *exec) trustFrom(now time.Time, d time.Duration) {
 	if sn := e.storeNow(now); !sn.IsZero() {
 		e.meta.TrustAfterStore = sn.Add(d)
 	}
+	e.meta.ProveBy = e.c.proveBy(now, d)
+}
+
+// proveBy is the Date a list must carry to prove it was made after the
+// trust moment d after client time now (opMeta.ProveBy): the upper bound
+// of the API's clock then (proofCeiling carried by d, drift added either
+// way), plus ServerClockTolerance; zero without an upper bound.
+func (c *Client) proveBy(now time.Time, d time.Duration) time.Time {
+	ceil, ok := c.srvClock.proofCeiling(now)
+	if !ok {
+		return time.Time{}
+	}
+	return ceil.Add(d + time.Duration(math.Abs(float64(d))*serverClockDrift) + c.policy.ServerClockTolerance)
 }
 
 // trustNoEarlier moves the trust moment to d after now unless it is later
@@ -28,6 +42,9 @@ func (e *exec) trustFrom(now time.Time, d time.Duration) {
 func (e *exec) trustNoEarlier(now time.Time, d time.Duration) {
 	if t := now.Add(d); t.After(e.meta.TrustAfter) {
 		e.meta.TrustAfter = t
+		if by := e.c.proveBy(now, d); !by.IsZero() && by.After(e.meta.ProveBy) {
+			e.meta.ProveBy = by
+		}
 	}
 	if sn := e.storeNow(now); !sn.IsZero() {
 		if t := sn.Add(d); t.After(e.meta.TrustAfterStore) {

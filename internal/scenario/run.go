@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -299,16 +298,6 @@ func (r *runner) inject(st Step) (exposed bool) {
 	}
 	money, read, ref, ans := r.routes(st)
 	op := opID(st.Do, st.Order, st.N)
-	if r.sc.Cache == CacheStaleNoAge || slices.Contains(r.sc.Shapes, pagpolartest.ShapeCacheNoAge) {
-		// Open (README's limits): a process that has not read the API's
-		// clock yet (a fresh ResumeAll, another client) has no bound to
-		// judge a copy's Date by, and may trust a copy without Age seconds
-		// old, from this cache or the fake's micro-cache
-		// (TestKnownExposure_FreshProcessTrustsACachedListWithoutAge).
-		r.mu.Lock()
-		r.exposed[op] = true
-		r.mu.Unlock()
-	}
 	for _, f := range st.Faults {
 		route := money
 		if f.Read {
