@@ -115,8 +115,19 @@ func TestCheckReportsExactlyTheVariantsDifferences(t *testing.T) {
 	for _, c := range shapeCases {
 		t.Run(string(c.shape), func(t *testing.T) {
 			t.Parallel()
+			began := time.Now()
 			rep, srv := runAgainst(t, c.shape)
-			stepSeen := false
+			if c.shape == pagpolartest.ShapeDateStepBack && time.Since(began) > testWindow {
+				// The run outlived the hour-ahead window (a slow machine)
+				// and met the step back wherever it fell: which paths end
+				// unknown or unsent then depends on where, so only what
+				// must hold wherever it falls is asserted.
+				if d := srv.Ledger().Duplicates(pagpolartest.DefaultGroup); len(d) > 0 {
+					t.Errorf("the clock's step back made %d operations take two effects: %v", len(d), d)
+				}
+				t.Logf("the run outlived the hour-ahead window (%s > %s); paths: %s", time.Since(began).Round(time.Millisecond), testWindow, pathsOf(rep))
+				return
+			}
 			for _, it := range rep.Items {
 				want, listed := c.want[it.ID]
 				switch {
@@ -129,11 +140,6 @@ func TestCheckReportsExactlyTheVariantsDifferences(t *testing.T) {
 					if it.Status != NotExercised {
 						t.Errorf("%s: %s (%s), want not exercised", it.ID, it.Status, it.Observed)
 					}
-				case c.shape == pagpolartest.ShapeDateStepBack && it.ID == "list.current" && it.Status == Differs:
-					// The check ran past the hour-ahead window on a slow
-					// machine and saw the clock step back: what the shape
-					// is for, reported rightly.
-					stepSeen = true
 				case it.ID == maybeExercised:
 					if it.Status != NotExercised && it.Status != Confirmed {
 						t.Errorf("%s: %s (%s)", it.ID, it.Status, it.Observed)
@@ -142,7 +148,7 @@ func TestCheckReportsExactlyTheVariantsDifferences(t *testing.T) {
 					t.Errorf("%s: %s (%s), want confirmed", it.ID, it.Status, it.Observed)
 				}
 			}
-			if got := rep.ExitCode(); got != c.exit && !(stepSeen && got == ExitDiffers) {
+			if got := rep.ExitCode(); got != c.exit {
 				t.Errorf("exit %d, want %d; paths: %s", got, c.exit, pathsOf(rep))
 			}
 			// A path that did not settle is explained by a shape that differs.

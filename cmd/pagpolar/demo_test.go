@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,41 +156,71 @@ func TestDemoTextReport(t *testing.T) {
 // TestDemoEveryShape runs the demo against the fake answering in each
 // plausible shape and with the client's clock off: every run must report
 // no double effect, no false failure and no success without an effect
-// (unknown outcomes are allowed, and counted).
+// (unknown outcomes are allowed, and counted). The runs are independent
+// (each its own fake, store and client) and mostly wait on the settle
+// windows, so a few go at once; `demo -shapes all` runs the same shapes
+// one after another.
 func TestDemoEveryShape(t *testing.T) {
 	longtest.Skip(t)
-	var out, errb bytes.Buffer
-	code := runDemo(context.Background(), []string{"-shapes", "all", "-orders", "120", "-concurrency", "16", "-fault-rate", "0.5", "-seed", "5", "-json"}, &out, &errb)
-	var reps []report.Report
-	if err := json.Unmarshal(out.Bytes(), &reps); err != nil {
-		t.Fatalf("exit %d, not a JSON list of reports: %v\n%s", code, err, errb.String())
+	type run struct {
+		name string
+		args []string
+		rep  report.Report
+		code int
+		err  string
 	}
-	if len(reps) != len(pagpolartest.AllShapes())+1 {
-		t.Fatalf("%d reports, want one per shape", len(reps))
+	var runs []*run
+	for _, sh := range append([]pagpolartest.Shape{pagpolartest.ShapeToday}, pagpolartest.AllShapes()...) {
+		runs = append(runs, &run{name: "shape " + string(sh), args: []string{"-shapes", string(sh), "-orders", "120", "-concurrency", "16", "-fault-rate", "0.5", "-seed", "5", "-json"}})
 	}
-	for _, rep := range reps {
-		c := rep.Check
-		if len(rep.Shapes) == 1 && rep.Shapes[0] == string(pagpolartest.ShapeDateStepBack) {
+	for _, off := range []string{"5m", "-5m", "3s", "-3s"} {
+		runs = append(runs, &run{name: "client clock " + off, args: []string{"-client-clock-offset", off, "-orders", "120", "-concurrency", "16", "-fault-rate", "0.5", "-json"}})
+	}
+	const atOnce = 4
+	sem := make(chan struct{}, atOnce)
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var out, errb bytes.Buffer
+			r.code = runDemo(context.Background(), r.args, &out, &errb)
+			if err := json.Unmarshal(out.Bytes(), &r.rep); err != nil {
+				r.err = fmt.Sprintf("exit %d, not a JSON report: %v\n%s", r.code, err, tail(errb.String(), 2000))
+			}
+		})
+	}
+	wg.Wait()
+	for _, r := range runs {
+		if r.err != "" {
+			t.Errorf("%s: %s", r.name, r.err)
+			continue
+		}
+		rep, c := r.rep, r.rep.Check
+		wrong := len(c.Duplicates) + len(c.FalseFailures) + len(c.WithoutEffect) + len(c.Orphans)
+		if r.name == "shape "+string(pagpolartest.ShapeDateStepBack) {
 			// An API clock stepped back an hour makes lists look like stored
 			// copies for a while: operations stay unknown or not executed at
 			// the end (liveness, reported), never a wrong answer (asserted).
-			if len(c.Duplicates)+len(c.FalseFailures)+len(c.WithoutEffect)+len(c.Orphans) != 0 {
-				t.Errorf("shapes %v: %+v", rep.Shapes, c)
+			if wrong != 0 {
+				t.Errorf("%s: %+v", r.name, c)
 			}
-			t.Logf("shapes %v: %d unfinished, %d unknown at the end (liveness)", rep.Shapes, len(c.Unfinished), len(c.Unknown))
+			t.Logf("%s: %d unfinished, %d unknown at the end (liveness)", r.name, len(c.Unfinished), len(c.Unknown))
 			continue
 		}
-		if !rep.OK() || len(c.Duplicates)+len(c.FalseFailures)+len(c.WithoutEffect)+len(c.Orphans) != 0 {
-			t.Errorf("shapes %v: %+v", rep.Shapes, c)
+		if r.code != 0 || !rep.OK() || wrong != 0 {
+			t.Errorf("%s: exit %d, %+v", r.name, r.code, c)
 		}
-		t.Logf("shapes %v: %d operations, %d unknown at the end, settling %.1fs", rep.Shapes, c.Operations, len(c.Unknown), rep.Settling.SettleMS/1000)
+		t.Logf("%s: %d operations, %d unknown at the end, settling %.1fs", r.name, c.Operations, len(c.Unknown), rep.Settling.SettleMS/1000)
 	}
-	for _, off := range []string{"5m", "-5m", "3s", "-3s"} {
-		var out, errb bytes.Buffer
-		if code := runDemo(context.Background(), []string{"-client-clock-offset", off, "-orders", "120", "-concurrency", "16", "-fault-rate", "0.5", "-json"}, &out, &errb); code != 0 {
-			t.Errorf("clock offset %s: exit %d\n%s", off, code, out.String())
-		}
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
+	return s[len(s)-n:]
 }
 
 func TestDemoFlags(t *testing.T) {
