@@ -52,7 +52,8 @@ type serverClock struct {
 	// fresh: the latest answer to a request no cache serves again (not a
 	// GET, not a replay of a first answer), kept whatever observe made of
 	// it: what the API's clock read then, by which mayReach tells whether
-	// waiting can let a list prove itself current.
+	// waiting can let a list prove itself current. Dropped when a later
+	// answer shows a clock ahead of it (freshContradicted).
 	fresh   clockSample
 	freshOK bool
 }
@@ -91,6 +92,13 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.freshOK && freshContradicted(s.fresh, d, now, tol) {
+		// This answer's clock is ahead of everything the fresh reading
+		// allows: the reading no longer bounds the API's clock (a clock
+		// stepped forward since, or the reading's host behind the one
+		// answering now), so it cannot tell that waiting is in vain.
+		s.freshOK = false
+	}
 	if s.hiAt.IsZero() || d.After(s.hiDate.Add(now.Sub(s.hiAt))) {
 		s.hiDate, s.hiAt = d, now
 	}
@@ -155,6 +163,20 @@ func (s *serverClock) observeUncached(h http.Header, sent, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fresh, s.freshOK = clockSample{date: d, at: now, rtt: max(now.Sub(sent), 0)}, true
+}
+
+// freshContradicted reports whether an answer read at client time now,
+// after the fresh reading f, carries a Date d more than tol past the upper
+// bound f gives of the API's clock then (Date + 1 s + round trip, carried
+// forward with drift): some clock of the API is ahead of what f allows, so
+// f is no upper bound of the Dates a list may carry. A pure function.
+func freshContradicted(f clockSample, d, now time.Time, tol time.Duration) bool {
+	el := now.Sub(f.at)
+	if el < 0 {
+		return false
+	}
+	upper := f.date.Add(time.Second + f.rtt + el + time.Duration(float64(el)*serverClockDrift))
+	return d.After(upper.Add(tol))
 }
 
 // mayReach reports whether the API's clock may show target by client time

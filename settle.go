@@ -171,11 +171,14 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 // lookAgainMayProve reports whether a lookup that could not prove its list
 // current may do better by looking again within the call's wait (from
 // start, MaxSettleWait): not when the API's clock, by its latest answer no
-// cache served, cannot reach the Date a later list must carry before the
-// wait ends (a clock stepped back behind what earlier answers proved) —
-// the operation is then unknown at once instead of after the whole wait.
+// cache served, cannot reach the Date a later list must carry by the last
+// look (a clock stepped back behind what earlier answers proved) — the
+// operation is then unknown at once instead of after the whole wait. The
+// wait is checked after each lookup, so the last look is sent up to one
+// pause (notCurrentWait) after MaxSettleWait has passed.
 func (c *Client) lookAgainMayProve(lo lookupOutcome, start time.Time) bool {
-	return c.srvClock.mayReach(lo.proveBy, c.clock.Now(), start.Add(c.policy.MaxSettleWait), c.policy.ServerClockTolerance)
+	last := start.Add(c.policy.MaxSettleWait + notCurrentWait(c.policy))
+	return c.srvClock.mayReach(lo.proveBy, c.clock.Now(), last, c.policy.ServerClockTolerance)
 }
 
 // clockBehindNote ends the reason of a lookup not looked at again because
