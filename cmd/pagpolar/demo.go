@@ -79,7 +79,7 @@ func parseDemoFlags(args []string, helpOut io.Writer) (*demoConfig, error) {
 	fs.Float64Var(&cfg.faultRate, "fault-rate", 0.3, "share of money requests that meet an injected fault (0 to 1)")
 	fs.Int64Var(&cfg.seed, "seed", 1, "seed of the orders and of the faults")
 	fs.DurationVar(&cfg.window, "window", time.Second, "the in-processing window, on the fake and in the client's policy")
-	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up (and fail) after this long")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up (and fail) after this long (with -shapes all: each shape's run)")
 	fs.BoolVar(&cfg.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&cfg.shapes, "shapes", "today", "answer shapes of the fake: today, a comma list of "+shapeNames()+", or all (one run per shape)")
 	fs.DurationVar(&cfg.clockOffset, "client-clock-offset", 0, "run the client with its clock this far off the fake's and the store's (e.g. 5m, -3s)")
@@ -138,11 +138,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pagpolar demo: %v\nRun \"pagpolar demo -h\" for the flags.\n", err)
 		return 2
 	}
+	if cfg.shapes == "all" {
+		return demoAllShapes(ctx, cfg, stdout, stderr) // -timeout bounds each shape's run
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	if cfg.shapes == "all" {
-		return demoAllShapes(ctx, cfg, stdout, stderr)
-	}
 	rep, err := demo(ctx, cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "pagpolar demo: %v\n", err)

@@ -25,7 +25,9 @@ func demoAllShapes(ctx context.Context, cfg *demoConfig, stdout, stderr io.Write
 		one := *cfg
 		one.shapes = string(sh)
 		fmt.Fprintf(stderr, "== shape %s\n", sh)
-		rep, err := demo(ctx, &one, stderr)
+		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		rep, err := demo(rctx, &one, stderr)
+		cancel()
 		if err != nil {
 			fmt.Fprintf(stderr, "pagpolar demo: shape %s: %v\n", sh, err)
 			if errors.Is(err, errDemoSetup) {
