@@ -129,7 +129,10 @@ func WithHTTPClient(h *http.Client) Option {
 // WithStore sets the key store; NewClient requires one. Use a durable store
 // (keystore/sqlstore, keystore/redisstore) in production; keystore.NewMemory
 // forgets every key on restart, which is fine for tests only and must be
-// passed explicitly.
+// passed explicitly. A wrapper around a store (metrics, tracing) must pass
+// keystore.HistoryProver and keystore.AmnesiaGuard on: a store that does not
+// implement HistoryProver is taken as proven, so its first sends are not
+// looked up after it lost its records (SAFETY rule 13).
 func WithStore(s keystore.Store) Option {
 	return func(c *Client) error {
 		if s == nil {

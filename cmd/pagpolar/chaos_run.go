@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +85,25 @@ func (r *chaosRun) forcedOver() {
 	}
 }
 
+// declaredNewURL is raw with the store's declared_new parameter, which
+// declares the store new only if it is found empty and initialised by this
+// open: the run's fake credential is new, so nothing was sent with records
+// such a store could have lost, and the workers need not look every first
+// send up (keystore.HistoryProver). Only the parent opens the store so; the
+// workers get raw: a worker that opens the store after it lost everything
+// (a Redis restarted without persistence) finds it empty again and must see
+// an unproven history, not declare one.
+func declaredNewURL(raw string) string {
+	if strings.Contains(raw, "declared_new=") {
+		return raw
+	}
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	return raw + sep + "declared_new=" + url.QueryEscape("pagpolar chaos: a store this run initialised")
+}
+
 // chaos runs the whole scenario across processes and returns its report.
 func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*chaosResult, error) {
 	start := time.Now()
@@ -98,8 +119,9 @@ func chaos(ctx context.Context, cfg *chaosConfig, stderr io.Writer) (*chaosResul
 	}
 	defer cleanup()
 	// Opening the store here first also runs its migration once, before
-	// the workers race to it.
-	store, closeStore, err := storeurl.Open(ctx, storeURL)
+	// the workers race to it, and declares a store this open initialises
+	// new (see declaredNewURL).
+	store, closeStore, err := storeurl.Open(ctx, declaredNewURL(storeURL))
 	if err != nil {
 		return nil, fmt.Errorf("opening the key store: %w", err)
 	}

@@ -175,5 +175,35 @@ func (w *storeWatch) AcceptLoss(ctx context.Context, note string) error {
 	return g.AcceptLoss(ctx, note)
 }
 
+// History and DeclareNew pass through to a store that implements
+// keystore.HistoryProver. A wrapper that hid it would make the engine take
+// the store as proven (SAFETY rule 13): a worker started after its store
+// forgot everything (a Redis restarted without persistence) would then send
+// the first sends of operations whose records were lost without looking
+// them up first, and charge twice those whose key the API had released.
+func (w *storeWatch) History(ctx context.Context) (keystore.History, error) {
+	hp, ok := w.Store.(keystore.HistoryProver)
+	if !ok {
+		return keystore.History{}, nil // what the engine takes a store without HistoryProver for
+	}
+	h, err := hp.History(ctx)
+	w.note(ctx, err)
+	return h, err
+}
+
+func (w *storeWatch) DeclareNew(ctx context.Context, note string) error {
+	hp, ok := w.Store.(keystore.HistoryProver)
+	if !ok {
+		return fmt.Errorf("%T cannot prove its history", w.Store)
+	}
+	return hp.DeclareNew(ctx, note)
+}
+
+// The wrapper must show the engine everything the store can tell it.
+var (
+	_ keystore.AmnesiaGuard  = (*storeWatch)(nil)
+	_ keystore.HistoryProver = (*storeWatch)(nil)
+)
+
 // probeID is an operation ID no order uses, read to see the store answer.
 const probeID = "pagpolar-chaos/store-probe"
