@@ -88,6 +88,14 @@ func (e *exec) renew(ctx context.Context) error {
 		}
 		return e.opErr(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
+	if !sameRecord(e.rec, got) {
+		// The token matched, but not the record: a store that lost the
+		// record this call holds (emptied, restored) let another worker
+		// create it again, whose first lease carries the same token. Its
+		// record is its own; this call stops.
+		return e.opErr(fmt.Errorf("%w: the record was created again since this call took it (the key store lost it: created %s, now %s); another worker holds the operation", ErrLeaseLost,
+			e.rec.CreatedAt.UTC().Format(time.RFC3339Nano), got.CreatedAt.UTC().Format(time.RFC3339Nano)))
+	}
 	e.rec.LeaseExpiresAt = got.LeaseExpiresAt
 	e.rec.Version = got.Version
 	e.leaseAt = now
@@ -229,4 +237,14 @@ func (u *unrecordedOutcomes) forget(id string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	delete(u.m, id)
+}
+
+// sameRecord reports whether got, returned by a lease renewal, is the
+// record this call holds, held: a record keeps its creation time for life,
+// so another one means the record was created again (under a token that
+// starts over). The version is not compared: a save whose reply was lost
+// may have bumped it, and the renewal is how the call learns it. A zero
+// creation time (not read back from the store) is not compared.
+func sameRecord(held, got keystore.Record) bool {
+	return held.CreatedAt.IsZero() || got.CreatedAt.IsZero() || got.CreatedAt.Equal(held.CreatedAt)
 }

@@ -66,3 +66,43 @@ func TestLease_LongWaitsKeepTheLease(t *testing.T) {
 		t.Fatalf("short lease accepted: %v", err)
 	}
 }
+
+// TestLease_RecordCreatedAgainUnderTheSameTokenIsLost: a key store that
+// lost the record a call holds (a Redis restarted without persistence)
+// lets another worker create it again, and that record's first lease
+// carries the token this call's did. The renewal succeeds on the token
+// alone; the call must see that the record is not the one it took, and
+// stop (lease lost) instead of writing into, and sending for, another
+// worker's operation.
+func TestLease_RecordCreatedAgainUnderTheSameTokenIsLost(t *testing.T) {
+	ctx := context.Background()
+	clk := pagpolartest.NewClock()
+	before := keystore.NewMemoryWithClock(clk)
+	c, err := NewClient("cred", StaticToken("t"), WithBaseURL("http://127.0.0.1:1/v1"), WithStore(before), WithClock(clk), WithRetryPolicy(testPolicy()), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := keystore.Record{OperationID: c.storeID("pix:order-again"), Key: c.idempotencyKey("pix:order-again"), Kind: "pix", State: keystore.StatePending}
+	held, err := before.Create(ctx, rec, "worker-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &exec{c: c, s: &opSpec{kind: "pix", id: "pix:order-again"}, rec: held, owner: "worker-a"}
+	if err := e.renew(ctx); err != nil {
+		t.Fatalf("renewing the record it holds: %v", err)
+	}
+	// The store comes back empty; another worker creates the record again.
+	clk.Advance(time.Second)
+	after := keystore.NewMemoryWithClock(clk)
+	again, err := after.Create(ctx, rec, "worker-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.LeaseToken != held.LeaseToken {
+		t.Fatalf("the recreated record's token is %d, the held one's %d: the case this test is about needs them equal", again.LeaseToken, held.LeaseToken)
+	}
+	c.store = after
+	if err := e.renew(ctx); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("renewing after the record was created again: %v, want ErrLeaseLost", err)
+	}
+}

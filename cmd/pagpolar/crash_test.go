@@ -350,13 +350,18 @@ func TestCrashPoints(t *testing.T) {
 					t.Fatalf("the fake got %d requests with the key before the restart, want %d", n, wantPosts)
 				}
 
+				// A new process has no reading of the API's clock of its own:
+				// its lookups count once the API's clock has passed the Date
+				// the record says a list made after the trust moment carries.
+				waitProveBy(t, ctx, rec)
 				second := startWorker(t, ctx, srv, storeURL, crashWindow, []int{o.Index}, workerCrash{}, "-resume")
 				if !second.state.Success() {
 					t.Fatalf("second process: %v\nstderr: %s", second.state, second.stderr)
 				}
 				res, ok := second.msg("resume")
 				if !ok || res.Resumed != 1 || res.Settled != 1 {
-					t.Fatalf("ResumeAll in the new process: %+v, want the one operation settled", res)
+					after, _ := store.Get(ctx, srv.CredentialID+"/"+opID)
+					t.Fatalf("ResumeAll in the new process: %+v, want the one operation settled; the record: %s %q %s", res, after.State, after.Error, after.Meta)
 				}
 				got := second.outcomes()[opID]
 				if got.State != "succeeded" {
@@ -385,6 +390,27 @@ func TestCrashPoints(t *testing.T) {
 					t.Fatalf("ledger check %+v, record %s, reported %s", chk, final.ResultRef, got.Ref)
 				}
 			})
+		}
+	}
+}
+
+// waitProveBy waits until the fake's clock (the real one) shows the
+// record's prove_by in its Date headers: the Date a list must carry for a
+// process without a reading of the API's clock to trust it.
+func waitProveBy(t *testing.T, ctx context.Context, rec keystore.Record) {
+	t.Helper()
+	var m struct {
+		ProveBy time.Time `json:"prove_by"`
+	}
+	if err := json.Unmarshal(rec.Meta, &m); err != nil {
+		t.Fatalf("record meta %s: %v", rec.Meta, err)
+	}
+	// Date is whole seconds: the first that reaches prove_by.
+	if d := time.Until(m.ProveBy.Truncate(time.Second).Add(time.Second)); d > 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for prove_by %s: %v", m.ProveBy, ctx.Err())
+		case <-time.After(d):
 		}
 	}
 }
