@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,7 +99,9 @@ func pausableSQLite(t *testing.T) pausable {
 		t.Fatal(err)
 	}
 	return pausable{store: s, pause: func(t *testing.T) func() {
-		db, err := sql.Open("sqlite", path)
+		// The store's writer may be mid-commit: wait for the lock (up to
+		// 10 s) instead of failing at once with SQLITE_BUSY.
+		db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(10000)")
 		if err != nil {
 			t.Fatal(err)
 		}

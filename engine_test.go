@@ -100,6 +100,7 @@ func TestEveryRouteEveryFault(t *testing.T) {
 // under 10 % of first attempts, and the error says budget, never unknown.
 func TestRetryBudgetBoundsOutage(t *testing.T) {
 	f := newFixture(t, nil)
+	f.ctx = longCtx(t) // 600 calls one after another: a loaded -race run outlasts the fixture's 20 s
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultUnavailable, Delay: time.Millisecond})
 	const orders = 600
 	budgetErrs, drainedAt, postsAtDrain := 0, -1, 0

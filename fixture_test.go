@@ -241,6 +241,14 @@ func (f *fixture) warm(t *testing.T, c *Client) {
 	c.srvClock.mu.Unlock()
 }
 
+// longCtx is the context of the tests that make hundreds of calls: a
+// bound of its own, longer than the fixture's, for loaded -race runs.
+func longCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func contextWithTimeout(f *fixture, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(f.ctx, d)
 }

@@ -107,7 +107,7 @@ func TestResumeAll_NeverNotExecutedOnAnUnclearSale(t *testing.T) {
 // operations are never settled.
 func TestResumeAll_ReachesPastTheOldest500(t *testing.T) {
 	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithoutSubscriptionLookup()})
-	ctx := f.ctx
+	ctx := longCtx(t) // 500 records and two ResumeAlls: a loaded -race run outlasts the fixture's 20 s
 	old := f.srv.Clock.Now().Add(-time.Hour)
 	for i := range 500 {
 		meta, _ := json.Marshal(opMeta{Path: "/plans/offer/plan-basic/subscribe", ExternalReference: fmt.Sprintf("s-%d", i), OfferID: "plan-basic", Method: "pix", TrustAfter: old})

@@ -207,13 +207,21 @@ func TestCheckUsage(t *testing.T) {
 func TestCheckCommandMatchesAPIForEveryShape(t *testing.T) {
 	for _, shape := range pagpolartest.AllShapes() {
 		t.Run(string(shape), func(t *testing.T) {
-			if shape == pagpolartest.ShapeCacheNoAge {
+			switch shape {
+			case pagpolartest.ShapeCacheNoAge:
 				// Which paths end unknown there depends on when the
 				// micro-cache's copies expire against each run's own waits
 				// (the command's policy and this one differ), so the two
 				// reports are not comparable item by item; apicheck's own
 				// test asserts the shape's report.
 				t.Skip("cache-no-age: outcomes depend on the micro-cache's copy ages against each run's waits")
+			case pagpolartest.ShapeDateStepBack:
+				// Each fake steps its clock back 300 ms after it starts:
+				// where each run meets the step (which paths end unsent or
+				// unknown) depends on how fast each ran, so the reports are
+				// not comparable item by item; apicheck's own test asserts
+				// the shape's report, and what holds wherever the step falls.
+				t.Skip("date-step-back: outcomes depend on where each run meets the clock's step")
 			}
 			vars, _, _ := startSim(t, "-addr", "127.0.0.1:0", "-processing-window", "300ms", "-shapes", string(shape))
 			simEnv(t, vars)
