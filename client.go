@@ -132,11 +132,17 @@ func WithHTTPClient(h *http.Client) Option {
 // passed explicitly. A wrapper around a store (metrics, tracing) must pass
 // keystore.HistoryProver and keystore.AmnesiaGuard on: a store that does not
 // implement HistoryProver is taken as proven, so its first sends are not
-// looked up after it lost its records (SAFETY rule 13).
+// looked up after it lost its records (SAFETY rule 13). A store that
+// implements AmnesiaGuard but not HistoryProver is refused: it is a wrapper
+// that passed one on and dropped the other.
 func WithStore(s keystore.Store) Option {
 	return func(c *Client) error {
 		if s == nil {
 			return errors.New("pagpolar: nil key store")
+		}
+		_, guards := s.(keystore.AmnesiaGuard)
+		if _, proves := s.(keystore.HistoryProver); guards && !proves {
+			return fmt.Errorf("pagpolar: the key store %T detects lost records (keystore.AmnesiaGuard) but does not say whether its history is proven (keystore.HistoryProver): a wrapper that drops HistoryProver has first sends go out unchecked after the store lost its records; pass both on", s)
 		}
 		c.store = s
 		return nil

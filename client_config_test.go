@@ -43,3 +43,30 @@ func TestNoSilentInMemoryStore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// guardOnly wraps a store and passes AmnesiaGuard on but not
+// HistoryProver: the wrapper WithStore refuses.
+type guardOnly struct{ *keystore.Memory }
+
+func (g guardOnly) History() {} // shadows Memory's: not keystore.HistoryProver
+
+// TestWithStore_WrapperThatDropsTheHistoryCheckIsRefused: a store wrapper
+// (metrics, tracing) that passes AmnesiaGuard on and drops HistoryProver
+// would have the engine take a store that lost its records for proven and
+// send first sends without looking them up (SAFETY rule 13; a chaos run's
+// own wrapper did this and charged twice). NewClient refuses it, naming
+// both interfaces; the store itself and a wrapper passing both are taken.
+func TestWithStore_WrapperThatDropsTheHistoryCheckIsRefused(t *testing.T) {
+	m := keystore.NewMemory()
+	var _ keystore.AmnesiaGuard = guardOnly{m}
+	if _, ok := any(guardOnly{m}).(keystore.HistoryProver); ok {
+		t.Fatal("guardOnly must not be a HistoryProver")
+	}
+	_, err := NewClient("c", StaticToken("t"), WithStore(guardOnly{m}))
+	if err == nil || !strings.Contains(err.Error(), "keystore.HistoryProver") || !strings.Contains(err.Error(), "keystore.AmnesiaGuard") {
+		t.Fatalf("NewClient with a wrapper that drops HistoryProver: %v", err)
+	}
+	if _, err := NewClient("c", StaticToken("t"), WithStore(m)); err != nil {
+		t.Fatalf("NewClient with the store itself: %v", err)
+	}
+}
