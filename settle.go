@@ -204,6 +204,15 @@ func (e *exec) trustedNotFound(ctx context.Context, resend bool) (*settled, erro
 	if !resend {
 		return e.settleNotExecuted(ctx)
 	}
+	if needsSnapshot(e.s.kind) && !e.meta.Snapshotted {
+		// A refund or plan change whose series has no pre-send snapshot
+		// (its history began where the store could not prove it) cannot be
+		// resent in that series: a later effect could not be told from
+		// another's. Not executed is proven; the next call starts a series
+		// of its own, snapshot first.
+		err := errors.New("lookup proved the request was not executed, and this series has no pre-send snapshot to tell a resend's effect by; call again to send (a new series takes its snapshot first)")
+		return nil, e.notExecuted(ctx, err.Error(), err)
+	}
 	if !c.budget.takeRetry() {
 		c.emit(ctx, Event{Kind: EventBudget, OperationID: e.s.id, Cause: "trusted-not-found"})
 		err := fmt.Errorf("%w: lookup proved the request was not executed; call again to send", ErrBudgetExhausted)

@@ -5,6 +5,7 @@ package pagpolar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -164,4 +165,59 @@ func TestSettle_ClockSteppedBackEndsUnknownWithoutWaitingInVain(t *testing.T) {
 		t.Errorf("%d POSTs, want 1", n)
 	}
 	f.assertNoDuplicates(t)
+}
+
+// TestSettle_RefundWithoutItsSnapshotIsNotExecutedNotStuck: a refund whose
+// series has no pre-send snapshot (its record was saved without one, as on
+// the path where the store could not prove its history) and whose lookup
+// then proves nothing executed must not be resent in that series — a
+// later refund could not be told from another's — nor stick: the call
+// answers not executed, and the next call takes a snapshot and sends, once.
+func TestSettle_RefundWithoutItsSnapshotIsNotExecutedNotStuck(t *testing.T) {
+	f := newFixture(t, nil)
+	f.warm(t, f.c)
+	sale, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "order-rf-nosnap", Customer: goodCustomer, CardToken: "tok_ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Clock.Advance(5 * time.Second)
+	f.srv.Inject(pagpolartest.Fault{Route: "refund", Action: pagpolartest.FaultDropBeforeProcessing, Times: 1})
+	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	params := RefundParams{OperationID: "rf-nosnap", SaleID: sale.Sale.ID, Amount: 1000}
+	_, err = f.c.Refunds.Create(ctx, params)
+	cancel()
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("refund: %v, want unknown", err)
+	}
+	f.srv.ClearFaults()
+	// The record as the unproven-history path leaves it: no snapshot.
+	id := f.c.storeID("rf-nosnap")
+	rec, err := f.store.Acquire(f.ctx, id, "test", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m opMeta
+	if err := json.Unmarshal(rec.Meta, &m); err != nil || !m.Snapshotted {
+		t.Fatalf("meta %s (%v): want a snapshotted refund to strip", rec.Meta, err)
+	}
+	m.Snapshot, m.Snapshotted = nil, false
+	rec.Meta = mustJSON(m)
+	if rec, err = f.store.Update(f.ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Release(f.ctx, id, rec.LeaseToken); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Clock.Advance(testPolicy().LeaseTTL + time.Second) // past the trust moment
+	_, err = f.c.Refunds.Create(f.ctx, params)
+	if !errors.Is(err, ErrNotExecuted) {
+		t.Fatalf("the call after a proven not-found, without a snapshot: %v, want not executed", err)
+	}
+	r, err := f.c.Refunds.Create(f.ctx, params)
+	if err != nil {
+		t.Fatalf("the next call: %v, want the refund made", err)
+	}
+	if n := f.successful("refund"); n != 1 {
+		t.Errorf("%d refunds in the ledger, want 1 (%s)", n, r.Refund.ID)
+	}
 }
