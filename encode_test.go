@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -38,9 +39,9 @@ func randMeta(r *rand.Rand) opMeta {
 	}
 	return opMeta{Path: pick(r, oddStrings), ExternalReference: pick(r, oddStrings), OfferID: pick(r, oddStrings), Method: pick(r, oddStrings),
 		Amount: pick(r, []int64{0, 1, -1, 9990, 1 << 62}), SaleID: pick(r, oddStrings), SubscriptionID: pick(r, oddStrings),
-		Snapshot: strs(), Snapshotted: r.IntN(2) == 0, SnapshotOffer: pick(r, oddStrings),
+		Snapshot: strs(), Snapshotted: r.IntN(2) == 0, SnapshotOffer: pick(r, oddStrings), SnapshotNextOffer: pick(r, oddStrings),
 		Floor: pick(r, oddTimes), SharedFloor: pick(r, oddTimes), FloorOK: r.IntN(2) == 0,
-		TrustAfter: pick(r, oddTimes), TrustAfterStore: pick(r, oddTimes), Saw2xx: r.IntN(2) == 0, Unclear: strs()}
+		TrustAfter: pick(r, oddTimes), TrustAfterStore: pick(r, oddTimes), ProveBy: pick(r, oddTimes), Saw2xx: r.IntN(2) == 0, Unclear: strs()}
 }
 
 func randSale(r *rand.Rand) Sale {
@@ -81,6 +82,26 @@ func TestMetaJSONMatchesEncodingJSON(t *testing.T) {
 		}
 		if got := metaJSON(&m); !bytes.Equal(got, want) {
 			t.Fatalf("metaJSON(%+v)\n got %s\nwant %s", m, got, want)
+		}
+	}
+}
+
+// TestMetaJSONComparesEveryField: the values TestMetaJSONMatchesEncodingJSON
+// compares set every field of opMeta (a field added to the record and to
+// metaJSON but not to randMeta would go unchecked).
+func TestMetaJSONComparesEveryField(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	typ := reflect.TypeFor[opMeta]()
+	set := make([]bool, typ.NumField())
+	for range 2000 {
+		v := reflect.ValueOf(randMeta(r))
+		for i := range set {
+			set[i] = set[i] || !v.Field(i).IsZero()
+		}
+	}
+	for i, ok := range set {
+		if !ok {
+			t.Errorf("randMeta never sets opMeta.%s", typ.Field(i).Name)
 		}
 	}
 }

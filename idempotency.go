@@ -213,7 +213,10 @@ func (c *Client) runOp(ctx context.Context, s *opSpec) (res *settled, err error)
 		// Counted from the save, before the token fetch that precedes the
 		// send: a process that picks this record up after a crash must
 		// allow for that fetch too.
-		e.meta.TrustAfter = now.Add(p.trustDelay() + p.AttemptTimeout)
+		// (trustFrom: the record carries the Date a list made after that
+		// moment must show, for a process that picks it up knowing nothing
+		// of the API's clock.)
+		e.trustFrom(now, p.trustDelay()+p.AttemptTimeout)
 	}
 	rec.Meta = e.encodeMeta()
 	created, err := c.store.Create(ctx, rec, e.owner, p.LeaseTTL)

@@ -154,9 +154,7 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 // lookupPlanChange reads the subscription: its plan changes if the API
 // lists them, else its current offer.
 func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (lookupOutcome, error) {
-	sent := c.clock.Now()
-	proof := c.dateProofAt(sent)
-	proof.recorded = m.ProveBy
+	sent, proof := c.proofForRead(ctx, m.TrustAfter, m.ProveBy)
 	r, err := c.getN(ctx, c.url(subscriptionPath(m.SubscriptionID), nil), 1)
 	if err != nil {
 		return lookupOutcome{}, err
@@ -356,20 +354,9 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 			return items, false, "the list's next page points back at a page already read", staleRead{}, nil
 		}
 		seenURL[u.String()] = true
-		sent := c.clock.Now() // the copy's age counts from no earlier than this (a slow answer proves nothing)
-		proof := c.dateProofAt(sent)
-		proof.recorded = proveBy
-		if notBefore.IsZero() && !proof.floorOK {
-			// A snapshot with nothing yet known of the API's clock could
-			// not tell a stored copy (which would hide the effects made
-			// since, to be taken later for this operation's): one read
-			// no cache can have a copy of places the clock first. (A
-			// lookup does not probe: README's limits.)
-			c.probeClock(ctx)
-			sent = c.clock.Now()
-			proof = c.dateProofAt(sent)
-			proof.recorded = proveBy
-		}
+		// sent: the copy's age counts from no earlier than this (a slow
+		// answer proves nothing).
+		sent, proof := c.proofForRead(ctx, notBefore, proveBy)
 		r, err := c.getN(ctx, u, attempts)
 		if err != nil {
 			return nil, false, "", staleRead{}, err

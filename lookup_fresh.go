@@ -89,6 +89,41 @@ func (c *Client) dateProofAt(sent time.Time) dateProof {
 	return p
 }
 
+// proofForRead is what the API's clock is known to be as a read is sent
+// (dateProofAt, with the record's proveBy), and the client time it is
+// sent at. It probes the clock first (probeClock) when the read could not
+// tell a stored copy otherwise (needsProbe).
+func (c *Client) proofForRead(ctx context.Context, notBefore, proveBy time.Time) (time.Time, dateProof) {
+	sent := c.clock.Now()
+	proof := c.dateProofAt(sent)
+	proof.recorded = proveBy
+	if needsProbe(proof, sent, notBefore) {
+		c.probeClock(ctx)
+		sent = c.clock.Now()
+		proof = c.dateProofAt(sent)
+		proof.recorded = proveBy
+	}
+	return sent, proof
+}
+
+// needsProbe reports whether a read sent at client time sent, which must
+// show the list as it was after notBefore (zero: a snapshot), can tell a
+// stored copy by p only after a reading of the API's clock no cache can
+// have served: a snapshot with no lower bound of it (a copy would hide the
+// effects made since, to be taken later for this operation's), or a lookup
+// after its trust moment with neither an upper bound nor a Date recorded
+// by the client that set the moment (a process new to the API or idle for
+// serverClockMaxAge, resuming a record whose sender knew no upper bound or
+// that was written before prove_by existed; a lookup before the unproven
+// history's first send). Without it, any copy's Date would pass. A pure
+// function of its arguments.
+func needsProbe(p dateProof, sent, notBefore time.Time) bool {
+	if notBefore.IsZero() {
+		return !p.floorOK
+	}
+	return !sent.Before(notBefore) && !p.ceilOK && p.recorded.IsZero()
+}
+
 // probeClock reads a sale no one has (a fresh random identifier, so no
 // cache holds a copy of the answer): the API's own 404 carries its Date,
 // which gives the client a reading of the API's clock. Its failure is not

@@ -38,13 +38,18 @@ func (c *Client) proveBy(now time.Time, d time.Duration) time.Time {
 }
 
 // trustNoEarlier moves the trust moment to d after now unless it is later
-// already.
+// already. A trust moment it leaves in place still gets the Date that
+// proves a list postdates it, if none was recorded yet (a moment set
+// without an upper bound of the API's clock, or by a record written before
+// prove_by existed).
 func (e *exec) trustNoEarlier(now time.Time, d time.Duration) {
 	if t := now.Add(d); t.After(e.meta.TrustAfter) {
 		e.meta.TrustAfter = t
 		if by := e.c.proveBy(now, d); !by.IsZero() && by.After(e.meta.ProveBy) {
 			e.meta.ProveBy = by
 		}
+	} else if e.meta.ProveBy.IsZero() {
+		e.meta.ProveBy = e.c.proveBy(now, e.meta.TrustAfter.Sub(now))
 	}
 	if sn := e.storeNow(now); !sn.IsZero() {
 		if t := sn.Add(d); t.After(e.meta.TrustAfterStore) {

@@ -311,6 +311,27 @@ func waitLeaseExpiry(t *testing.T, ctx context.Context, s keystore.Store, id str
 	}
 }
 
+// waitPastProveBy waits until real time (the fake's clock when it has no
+// other) is a second past the prove_by rec's meta records (the Date a list
+// must carry to settle it): a Date is whole seconds.
+func waitPastProveBy(t *testing.T, ctx context.Context, rec keystore.Record) {
+	t.Helper()
+	var m struct {
+		ProveBy time.Time `json:"prove_by"`
+	}
+	if err := json.Unmarshal(rec.Meta, &m); err != nil {
+		t.Fatalf("record meta %s: %v", rec.Meta, err)
+	}
+	if m.ProveBy.IsZero() {
+		t.Fatalf("the record of a send carries no prove_by: %s", rec.Meta)
+	}
+	select {
+	case <-ctx.Done():
+		t.Fatalf("waiting past prove_by %s: %v", m.ProveBy, ctx.Err())
+	case <-time.After(time.Until(m.ProveBy.Add(time.Second))):
+	}
+}
+
 // TestCrashPoints: a worker process SIGKILLs itself after the save and
 // before the send, or after the send and before the answer is stored; a new
 // process (ResumeAll, then the order again) settles the operation, with
@@ -350,10 +371,12 @@ func TestCrashPoints(t *testing.T) {
 					t.Fatalf("the fake got %d requests with the key before the restart, want %d", n, wantPosts)
 				}
 
-				// A new process has no reading of the API's clock of its own:
-				// its lookups count once the API's clock has passed the Date
-				// the record says a list made after the trust moment carries.
-				waitProveBy(t, ctx, rec)
+				// ResumeAll looks once: only a list whose Date reaches the
+				// record's prove_by (the sender's upper bound of the API's
+				// clock at the trust moment, plus ServerClockTolerance) can
+				// settle the operation, so the new process starts once the
+				// fake's clock (real time here) has passed it.
+				waitPastProveBy(t, ctx, rec)
 				second := startWorker(t, ctx, srv, storeURL, crashWindow, []int{o.Index}, workerCrash{}, "-resume")
 				if !second.state.Success() {
 					t.Fatalf("second process: %v\nstderr: %s", second.state, second.stderr)
@@ -390,27 +413,6 @@ func TestCrashPoints(t *testing.T) {
 					t.Fatalf("ledger check %+v, record %s, reported %s", chk, final.ResultRef, got.Ref)
 				}
 			})
-		}
-	}
-}
-
-// waitProveBy waits until the fake's clock (the real one) shows the
-// record's prove_by in its Date headers: the Date a list must carry for a
-// process without a reading of the API's clock to trust it.
-func waitProveBy(t *testing.T, ctx context.Context, rec keystore.Record) {
-	t.Helper()
-	var m struct {
-		ProveBy time.Time `json:"prove_by"`
-	}
-	if err := json.Unmarshal(rec.Meta, &m); err != nil {
-		t.Fatalf("record meta %s: %v", rec.Meta, err)
-	}
-	// Date is whole seconds: the first that reaches prove_by.
-	if d := time.Until(m.ProveBy.Truncate(time.Second).Add(time.Second)); d > 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for prove_by %s: %v", m.ProveBy, ctx.Err())
-		case <-time.After(d):
 		}
 	}
 }
