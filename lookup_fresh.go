@@ -108,20 +108,16 @@ func (c *Client) proofForRead(ctx context.Context, notBefore, proveBy time.Time)
 
 // needsProbe reports whether a read sent at client time sent, which must
 // show the list as it was after notBefore (zero: a snapshot), can tell a
-// stored copy by p only after a reading of the API's clock no cache can
-// have served: a snapshot with no lower bound of it (a copy would hide the
-// effects made since, to be taken later for this operation's), or a lookup
-// after its trust moment with neither an upper bound nor a Date recorded
-// by the client that set the moment (a process new to the API or idle for
-// serverClockMaxAge, resuming a record whose sender knew no upper bound or
-// that was written before prove_by existed; a lookup before the unproven
-// history's first send). Without it, any copy's Date would pass. A pure
+// stored copy only after a reading of the API's clock no cache can have
+// served: a snapshot with no lower bound of it (a copy would hide the
+// effects made since, to be taken later for this operation's). A lookup
+// does not probe (README's limits: the lookup before a fresh process's
+// first send on a store whose history is unproven, and a record whose
+// sender knew no upper bound, have nothing to judge a copy's Date by; a
+// probe there made those first sends wait past short leases). A pure
 // function of its arguments.
 func needsProbe(p dateProof, sent, notBefore time.Time) bool {
-	if notBefore.IsZero() {
-		return !p.floorOK
-	}
-	return !sent.Before(notBefore) && !p.ceilOK && p.recorded.IsZero()
+	return notBefore.IsZero() && !p.floorOK
 }
 
 // probeClock reads a sale no one has (a fresh random identifier, so no
