@@ -72,3 +72,22 @@ func TestScenario_HostsDisagreeingOnDateDoNotExcludeTheCommittedSale(t *testing.
 		t.Errorf("%s", v)
 	}
 }
+
+// A warm client (its PIX charge answered) charges the order by boleto: the
+// answer is truncated and the caller gives up; a micro-cache in front of
+// the API serves every other read of a URL from its first answer, with
+// that answer's Date and no Age. The final ResumeAll, by a client that has
+// read nothing of the API's clock, settled the boleto not executed from a
+// copy made before its send while its sale existed: the record the warm
+// charge is created with (saved as about to be sent, before any snapshot)
+// carried no prove_by. Found by TestScenarios in a CI run (seed
+// 1796193246467280949), shrunk by rapid.
+func TestScenario_WarmChargesRecordCarriesItsProofDate(t *testing.T) {
+	res, err := Run(Scenario{Seed: 31811, Shapes: []pagpolartest.Shape{"no-plan-changes", "method-upper"}, NoSubscriptionLookup: false, Mutations: []Mutation{Mutation{Answers: "post credit_card", Edit: "more-flag", Field: ""}}, APIClock: APIClock{Shift: 0, StepAt: 0, Step: 0, OtherHost: 0, DropEvery: 0}, ClientSkew: 700000000, Cache: 5, Clients: 2, Steps: []Step{Step{Actor: 1, Do: 0, Order: 0, N: 0, Of: 0, Faults: []Fault{}, Truncate: false, GiveUp: true, Concurrent: false, Advance: 0, Events: []int(nil)}, Step{Actor: 1, Do: 1, Order: 0, N: 0, Of: 0, Faults: []Fault{Fault{Action: 8, Read: false, Status: 0, Delay: 20000000, LookupLag: 0}}, Truncate: true, GiveUp: true, Concurrent: false, Advance: 0, Events: []int(nil)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range res.Violations {
+		t.Errorf("%s", v)
+	}
+}
