@@ -143,12 +143,7 @@ func TestSettle_ClockSteppedBackEndsUnknownWithoutWaitingInVain(t *testing.T) {
 		return body
 	})
 	c := proxiedClient(t, f, base)
-	if _, err := c.Payments.SalesByExternalReference(f.ctx, "warm-up"); err != nil {
-		t.Fatal(err)
-	}
-	c.srvClock.mu.Lock()
-	c.srvClock.validated = true
-	c.srvClock.mu.Unlock()
+	f.warm(t, c)
 	ahead.Store(false)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.Fault500NoCommit, Times: 1})
 	start := f.srv.Clock.Now()
