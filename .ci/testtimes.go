@@ -25,6 +25,40 @@ type event struct {
 	Output  string
 }
 
+// printUnfinished prints, for a failed package, the output of its tests
+// that never ended: a test binary stopped by -timeout (or a crash) sends no
+// result for the tests still running, and the panic that names them and
+// the goroutines' stacks are attributed to the last test that ran. Each is
+// cut to its last lines; its entries are removed.
+func printUnfinished(output map[string][]string, pkg string) {
+	const keep = 400
+	var ids []string
+	for id := range output {
+		if strings.HasPrefix(id, pkg+" ") && id != pkg+" " {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		lines := output[id]
+		from, to := 0, len(lines)
+		// A panic (the timeout's names the tests still running) is kept
+		// with the lines before it and the start of the stacks after it.
+		for i, l := range lines {
+			if strings.HasPrefix(l, "panic: ") {
+				from, to = max(0, i-keep/4), min(len(lines), i+keep*3/4)
+				break
+			}
+		}
+		if to-from > keep {
+			from = to - keep
+		}
+		fmt.Printf("--- output of %s, which never ended (lines %d-%d of %d)\n", id, from+1, to, len(lines))
+		fmt.Print(strings.Join(lines[from:to], ""))
+		delete(output, id)
+	}
+}
+
 type result struct {
 	pkg, test, action string
 	elapsed           float64
@@ -78,6 +112,9 @@ func main() {
 					failed = true
 					if e.Test != "" || len(output[id]) > 0 {
 						fmt.Printf("--- output of the failed %s\n%s", id, strings.Join(output[id], ""))
+					}
+					if e.Test == "" {
+						printUnfinished(output, p)
 					}
 				}
 				delete(output, id)
