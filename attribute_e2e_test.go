@@ -132,8 +132,8 @@ func TestAttribute_RecognisedOtherValueIsNoProof(t *testing.T) {
 			}
 		},
 		// The API keeps the caller's reference as "order_code" and calls its
-		// own human-readable code "reference", an alias of
-		// FieldExternalReference.
+		// own human-readable code "reference", a name the table in
+		// internal/wire/fields.go does not read for the external reference.
 		"api-own-code-under-alias-reference": func(m map[string]any) {
 			if ref, ok := m["external_reference"]; ok {
 				delete(m, "external_reference")

@@ -145,26 +145,19 @@ func (e effect) label() string {
 func (e effect) sale(sh *shapes) Sale {
 	s := Sale{ID: e.ID, Status: e.Status, Decision: e.decision(), ExternalReference: e.Ref, PaymentMethod: reportedMethod(sh, e.Method),
 		OfferID: e.Offer, SubscriptionID: e.SubID, Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
-	s.RefundedAmount = e.obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
-	if raw, ok := e.obj.Get("pix"); ok {
-		if p, err := wire.ParseObject(raw); err == nil {
-			qr, _ := p.Str([]string{"qr_code", "qrCode", "qrcode"})
-			cp, _ := p.Str([]string{"copy_paste", "copyPaste", "emv", "brcode"})
-			exp, _ := p.Str([]string{"expires_at", "expiresAt"})
-			if qr != "" || cp != "" {
-				s.Pix = &PixInfo{QRCode: qr, CopyPaste: cp, ExpiresAt: exp}
-			}
-		}
+	names := func(f wire.Field) []string { return wire.Names(e.answer, f) }
+	s.RefundedAmount = e.obj.Amount(names(wire.FRefundedAmount)).Best()
+	qr, _ := e.obj.Str(names(wire.FPixQRCode))
+	cp, _ := e.obj.Str(names(wire.FPixCopyPaste))
+	if qr != "" || cp != "" {
+		exp, _ := e.obj.Str(names(wire.FPixExpiresAt))
+		s.Pix = &PixInfo{QRCode: qr, CopyPaste: cp, ExpiresAt: exp}
 	}
-	if raw, ok := e.obj.Get("boleto"); ok {
-		if p, err := wire.ParseObject(raw); err == nil {
-			u, _ := p.Str([]string{"url", "pdf_url", "link"})
-			bc, _ := p.Str([]string{"barcode", "digitable_line", "line"})
-			due, _ := p.Str([]string{"due_date", "dueDate"})
-			if u != "" || bc != "" {
-				s.Boleto = &BoletoInfo{URL: u, Barcode: bc, DueDate: due}
-			}
-		}
+	u, _ := e.obj.Str(names(wire.FBoletoURL))
+	bc, _ := e.obj.Str(names(wire.FBoletoBarcode))
+	if u != "" || bc != "" {
+		due, _ := e.obj.Str(names(wire.FBoletoDueDate))
+		s.Boleto = &BoletoInfo{URL: u, Barcode: bc, DueDate: due}
 	}
 	return s
 }
@@ -181,7 +174,7 @@ func (e effect) planChange() PlanChange {
 func (e effect) subscription(sh *shapes) Subscription {
 	s := Subscription{ID: e.ID, Status: e.Status, Decision: e.decision(), ExternalReference: e.Ref, OfferID: e.Offer,
 		PaymentMethod: reportedMethod(sh, e.Method), Amount: e.Amount.Best(), CreatedAt: e.createdOrZero()}
-	s.NextBillingAt, _ = e.obj.Str([]string{"next_billing_at", "nextBillingAt", "next_charge_at"})
+	s.NextBillingAt, _ = e.obj.Str(wire.Names(e.answer, wire.FNextBillingAt))
 	for _, raw := range e.planChanges {
 		if pc, err := readEffect(effPlanChange, e.answer, raw); err == nil {
 			s.PlanChanges = append(s.PlanChanges, pc.planChange())

@@ -417,7 +417,7 @@ func itemID(raw json.RawMessage) string {
 	if err != nil {
 		return ""
 	}
-	id, _ := o.Str(wire.FieldID)
+	id, _ := o.Str(wire.Names(wire.AnswerList, wire.FID))
 	return id
 }
 

@@ -106,7 +106,7 @@ func (r *runner) observe() *observer {
 		_, kind := routeOf(x)
 		if m := methodOfKind(kind); m != "" {
 			if obj, err := wire.ParseObject(x.body); err == nil {
-				if id, _ := obj.Str(wire.FieldID); id != "" {
+				if id, _ := obj.Str(wire.AllNames(wire.FID)); id != "" {
 					methodOf[id] = m
 				}
 			}
@@ -172,7 +172,7 @@ func (r *runner) observe() *observer {
 			obj, err := wire.ParseObject(x.body)
 			m := ""
 			if err == nil {
-				id, _ := obj.Str(wire.FieldID)
+				id, _ := obj.Str(wire.AllNames(wire.FID))
 				m = methodOf[id]
 			}
 			r.observeSale(o, x.body, m, x.step, where)
@@ -193,7 +193,7 @@ func (r *runner) observe() *observer {
 				case "sales":
 					m := wire.MethodPix // the subscription's sale: subscribed by PIX
 					if obj, err := wire.ParseObject(it); err == nil {
-						if id, _ := obj.Str(wire.FieldID); methodOf[id] != "" {
+						if id, _ := obj.Str(wire.AllNames(wire.FID)); methodOf[id] != "" {
 							m = methodOf[id]
 						}
 					}
@@ -229,10 +229,10 @@ func (r *runner) keylessSales(x exchange) []string {
 		if err != nil {
 			continue
 		}
-		if ref, st := obj.Str(wire.FieldExternalReference); st == wire.Read && ref != r.ref("no-key") {
+		if ref, st := obj.Str(wire.AllNames(wire.FRef)); st == wire.Read && ref != r.ref("no-key") {
 			continue
 		}
-		if id, _ := obj.Str(wire.FieldID); id != "" {
+		if id, _ := obj.Str(wire.AllNames(wire.FID)); id != "" {
 			ids = append(ids, id)
 		}
 	}
@@ -270,7 +270,7 @@ func observeOneEffect(o *observer, xs []exchange) {
 		}
 		effect := "a body without an identifier: " + o.snip(x.body)
 		if obj, err := wire.ParseObject(x.body); err == nil {
-			if id, _ := obj.Str(wire.FieldID); id != "" {
+			if id, _ := obj.Str(wire.AllNames(wire.FID)); id != "" {
 				effect = id
 			}
 		}

@@ -17,9 +17,9 @@ func (r *runner) observeRefund(o *observer, body []byte, sent int64, where strin
 		o.add("refund.identifier", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
-	checkField(o, "refund.identifier", obj, "identifier", wire.FieldID, tString, where)
-	checkField(o, "refund.sale_identifier", obj, "sale_identifier", wire.FieldSaleID, tString, where)
-	if v, ok := checkField(o, "refund.amount", obj, "amount", wire.FieldAmount, tInt, where); ok {
+	checkField(o, "refund.identifier", obj, "identifier", wire.AllNames(wire.FID), tString, where)
+	checkField(o, "refund.sale_identifier", obj, "sale_identifier", wire.AllNames(wire.FSale), tString, where)
+	if v, ok := checkField(o, "refund.amount", obj, "amount", wire.AllNames(wire.FAmount), tInt, where); ok {
 		n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 		valid := []int64{1, r.rest}
 		if sent >= 0 {
@@ -30,14 +30,14 @@ func (r *runner) observeRefund(o *observer, body []byte, sent int64, where strin
 			o.by["refund.amount"][len(o.by["refund.amount"])-1] = obs{st: Differs, value: fmt.Sprintf("%d, sent %v centavos", n, valid), where: where}
 		}
 	}
-	if v, ok := checkField(o, "refund.status", obj, "status", wire.FieldStatus, tString, where); ok {
+	if v, ok := checkField(o, "refund.status", obj, "status", wire.AllNames(wire.FStatus), tString, where); ok {
 		if got := strOf(v); got == wire.RefundStatusPending || got == wire.RefundStatusCompleted {
 			o.add("status.refund", Confirmed, "", where)
 		} else {
 			o.add("status.refund", Differs, fmt.Sprintf("%q (%s)", got, statusNote(wire.RefundStatuses, got)), where)
 		}
 	}
-	checkField(o, "refund.created_at", obj, "created_at", wire.FieldCreatedAt, tTime, where)
+	checkField(o, "refund.created_at", obj, "created_at", wire.AllNames(wire.FCreated), tTime, where)
 }
 
 func statusNote(table map[string]wire.StatusClass, raw string) string {

@@ -40,8 +40,8 @@ func (r *runner) observeSale(o *observer, body []byte, method, step, where strin
 		o.add("sale.identifier", Differs, "not a JSON object: "+o.snip(body), where)
 		return
 	}
-	checkField(o, "sale.identifier", obj, "identifier", wire.FieldID, tString, where)
-	if v, ok := checkField(o, "sale.status", obj, "status", wire.FieldStatus, tString, where); ok && method != "" {
+	checkField(o, "sale.identifier", obj, "identifier", wire.AllNames(wire.FID), tString, where)
+	if v, ok := checkField(o, "sale.status", obj, "status", wire.AllNames(wire.FStatus), tString, where); ok && method != "" {
 		if want := r.expectedSaleStatus(method, step); want != "" {
 			if got := strOf(v); got == want {
 				o.add("status.sale."+want, Confirmed, "", where)
@@ -50,18 +50,18 @@ func (r *runner) observeSale(o *observer, body []byte, method, step, where strin
 			}
 		}
 	}
-	checkField(o, "sale.external_reference", obj, "external_reference", wire.FieldExternalReference, tString, where)
-	if v, ok := checkField(o, "sale.payment_method", obj, "payment_method", wire.FieldPaymentMethod, tString, where); ok && method != "" {
+	checkField(o, "sale.external_reference", obj, "external_reference", wire.AllNames(wire.FRef), tString, where)
+	if v, ok := checkField(o, "sale.payment_method", obj, "payment_method", wire.AllNames(wire.FMethod), tString, where); ok && method != "" {
 		observeMethod(o, strOf(v), method, where)
 	} else if !ok && method != "" {
-		if s, st := obj.Str(wire.FieldPaymentMethod); st == wire.Read {
+		if s, st := obj.Str(wire.AllNames(wire.FMethod)); st == wire.Read {
 			observeMethod(o, s, method, where)
 		}
 	}
-	checkField(o, "sale.amount", obj, "amount", wire.FieldAmount, tInt, where)
-	checkField(o, "sale.refunded_amount", obj, "refunded_amount", []string{"refunded_amount", "refundedAmount", "amount_refunded"}, tInt, where)
-	checkField(o, "sale.offer_identifier", obj, "offer_identifier", wire.FieldOffer, tString, where)
-	checkField(o, "sale.created_at", obj, "created_at", wire.FieldCreatedAt, tTime, where)
+	checkField(o, "sale.amount", obj, "amount", wire.AllNames(wire.FAmount), tInt, where)
+	checkField(o, "sale.refunded_amount", obj, "refunded_amount", wire.AllNames(wire.FRefundedAmount), tInt, where)
+	checkField(o, "sale.offer_identifier", obj, "offer_identifier", wire.AllNames(wire.FOffer), tString, where)
+	checkField(o, "sale.created_at", obj, "created_at", wire.AllNames(wire.FCreated), tTime, where)
 	switch method {
 	case wire.MethodPix:
 		observeNested(o, "sale.pix", obj, "pix", []string{"qr_code", "copy_paste", "expires_at"}, where)
@@ -75,7 +75,7 @@ func observeSubscriptionSale(o *observer, body []byte, where string) {
 	if err != nil {
 		return
 	}
-	checkField(o, "sale.subscription_id", obj, "subscription_id", wire.FieldSubscriptionID, tString, where)
+	checkField(o, "sale.subscription_id", obj, "subscription_id", wire.AllNames(wire.FSubscription), tString, where)
 }
 
 func observeMethod(o *observer, got, want, where string) {

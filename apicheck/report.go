@@ -296,9 +296,9 @@ func (r *runner) notes() []string {
 			}
 		}
 		if obj, err := wire.ParseObject(last); err == nil {
-			amount := obj.Amount(wire.FieldAmount).Best()
-			refunded := obj.Amount([]string{"refunded_amount", "refundedAmount", "amount_refunded"}).Best()
-			status, _ := obj.Str(wire.FieldStatus)
+			amount := obj.Amount(wire.AllNames(wire.FAmount)).Best()
+			refunded := obj.Amount(wire.AllNames(wire.FRefundedAmount)).Best()
+			status, _ := obj.Str(wire.AllNames(wire.FStatus))
 			if amount == 0 || refunded != amount {
 				out = append(out, fmt.Sprintf("card sale %s is not shown fully refunded (status %q, refunded %d of %d centavos as the SDK reads them): check it, and refund the rest by hand if need be", id, status, refunded, amount))
 			}
@@ -383,7 +383,7 @@ func (r *runner) created() []Created {
 		}
 		id := ""
 		if obj, err := wire.ParseObject(x.body); err == nil {
-			id, _ = obj.Str(wire.FieldID)
+			id, _ = obj.Str(wire.AllNames(wire.FID))
 		}
 		newID := id != "" && !seen[id]
 		seen[id] = true
@@ -414,12 +414,12 @@ func (r *runner) created() []Created {
 			c.Kind = "unknown"
 		}
 		if obj, err := wire.ParseObject(x.body); err == nil && kind == "plan-change" && looksLikeSubscription(obj) {
-			sub, _ := obj.Str(wire.FieldID)
+			sub, _ := obj.Str(wire.AllNames(wire.FID))
 			c.Status = "answered with subscription " + sub
 		} else if err == nil {
-			c.ID, _ = obj.Str(wire.FieldID)
-			c.Reference, _ = obj.Str(wire.FieldExternalReference)
-			c.Status, _ = obj.Str(wire.FieldStatus)
+			c.ID, _ = obj.Str(wire.AllNames(wire.FID))
+			c.Reference, _ = obj.Str(wire.AllNames(wire.FRef))
+			c.Status, _ = obj.Str(wire.AllNames(wire.FStatus))
 			if v, ok := obj.Get("amount"); ok {
 				c.Amount = strings.TrimSpace(string(v))
 			}
@@ -472,11 +472,11 @@ func (r *runner) planChangeIDs() []string {
 		if err != nil {
 			continue
 		}
-		items, _ := obj.Array(wire.FieldPlanChanges)
+		items, _ := obj.Array(wire.AllNames(wire.FPlanChanges))
 		ids = ids[:0]
 		for _, it := range items {
 			if pc, err := wire.ParseObject(it); err == nil {
-				if id, _ := pc.Str(wire.FieldID); id != "" {
+				if id, _ := pc.Str(wire.AllNames(wire.FID)); id != "" {
 					ids = append(ids, id)
 				}
 			}

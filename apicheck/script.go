@@ -176,7 +176,7 @@ func (r *runner) cardSales() []string {
 			continue
 		}
 		if obj, err := wire.ParseObject(x.body); err == nil {
-			if id, _ := obj.Str(wire.FieldID); id != "" && !slices.Contains(ids, id) {
+			if id, _ := obj.Str(wire.AllNames(wire.FID)); id != "" && !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
@@ -337,7 +337,7 @@ func (r *runner) createdID(step string) string {
 	for _, x := range r.rec.exchanges() {
 		if x.step == step && x.method == http.MethodPost && x.status >= 200 && x.status < 300 {
 			if o, err := wire.ParseObject(x.body); err == nil {
-				id, _ := o.Str(wire.FieldID)
+				id, _ := o.Str(wire.AllNames(wire.FID))
 				return id
 			}
 		}

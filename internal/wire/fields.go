@@ -1,5 +1,7 @@
 package wire
 
+import "slices"
+
 // Which names the SDK reads for each field, per kind of answer. A field
 // proves only what it was seen to carry (SAFETY rule 5): the client learns,
 // per answer kind and per name, whether answers of that kind echo what it
@@ -41,22 +43,69 @@ const (
 	FCreated
 	FPlanChanges
 	FNextOffer
+
+	// Fields the SDK reports but never compares with what it sent: they
+	// prove nothing, so they are read in every kind alike.
+	FRefundedAmount // a sale's refunded amount
+	FNextBillingAt  // a subscription's next charge date
+	FPixQRCode      // a PIX sale's QR code (nested under "pix")
+	FPixCopyPaste   // a PIX sale's copy-and-paste code
+	FPixExpiresAt   // when a PIX sale's code expires
+	FBoletoURL      // a boleto sale's PDF (nested under "boleto")
+	FBoletoBarcode  // a boleto sale's barcode or digitable line
+	FBoletoDueDate  // a boleto sale's due date
 	fieldCount
 )
 
 func (f Field) String() string {
 	return [...]string{"identifier", "external reference", "payment method", "offer", "from-offer", "subscription",
-		"sale", "status", "amount", "creation time", "plan changes", "next offer"}[f]
+		"sale", "status", "amount", "creation time", "plan changes", "next offer",
+		"refunded amount", "next billing date", "PIX QR code", "PIX copy-and-paste code", "PIX expiry",
+		"boleto URL", "boleto barcode", "boleto due date"}[f]
 }
+
+// The names of each field, first the one the fake uses. A dotted name
+// reads a member of a nested object ("offer.identifier" is
+// {"offer":{"identifier":...}}). They are ASSUMED beyond the documented
+// first names (CONTRACT.md), and they only ever widen what is recognised:
+// a value under none of them is absent or unclear, never "different".
+var (
+	namesID                = []string{"identifier", "id"}
+	namesExternalReference = []string{"external_reference", "externalReference"} // not "reference": it may be the API's own code
+	namesPaymentMethod     = []string{"payment_method", "paymentMethod", "method", "payment_type", "payment.method"}
+	namesOffer             = []string{"offer_identifier", "offer_id", "offerIdentifier", "offerId", "offer.identifier", "offer.id", "offer"}
+	namesFromOffer         = []string{"from_offer_identifier", "from_offer_id", "fromOfferIdentifier", "previous_offer_identifier", "from_offer.identifier", "from_offer.id"}
+	namesSubscriptionID    = []string{"subscription_id", "subscriptionId", "subscription_identifier", "subscription.id", "subscription.identifier"}
+	namesSaleID            = []string{"sale_identifier", "sale_id", "saleIdentifier", "saleId", "sale.identifier", "sale.id", "transaction_id"}
+	namesStatus            = []string{"status", "state"}
+	namesAmount            = []string{"amount", "amount_cents", "value", "valor"} // not "total": a sale's total is not a refund's amount
+	namesCreatedAt         = []string{"created_at", "createdAt", "creation_date", "created", "date_created"}
+	namesPlanChanges       = []string{"plan_changes", "planChanges"}
+	// A subscription's offer after a scheduled plan change (ASSUMED, as the
+	// fake's next_offer_identifier).
+	namesNextOffer = []string{"next_offer_identifier"}
+
+	namesRefundedAmount = []string{"refunded_amount", "refundedAmount", "amount_refunded"}
+	namesNextBillingAt  = []string{"next_billing_at", "nextBillingAt", "next_charge_at"}
+	namesPixQRCode      = []string{"pix.qr_code", "pix.qrCode", "pix.qrcode"}
+	namesPixCopyPaste   = []string{"pix.copy_paste", "pix.copyPaste", "pix.emv", "pix.brcode"}
+	namesPixExpiresAt   = []string{"pix.expires_at", "pix.expiresAt"}
+	namesBoletoURL      = []string{"boleto.url", "boleto.pdf_url", "boleto.link"}
+	namesBoletoBarcode  = []string{"boleto.barcode", "boleto.digitable_line", "boleto.line"}
+	namesBoletoDueDate  = []string{"boleto.due_date", "boleto.dueDate"}
+)
 
 // fieldNames is the table: for each answer kind, the names of each field,
 // first the one the fake uses. The kinds read the same names today; a
 // kind whose shape is learned to differ gets its own row here.
 var fieldNames = func() (t [answerKinds][fieldCount][]string) {
 	base := [fieldCount][]string{
-		FID: FieldID, FRef: FieldExternalReference, FMethod: FieldPaymentMethod, FOffer: FieldOffer,
-		FFromOffer: FieldFromOffer, FSubscription: FieldSubscriptionID, FSale: FieldSaleID, FStatus: FieldStatus,
-		FAmount: FieldAmount, FCreated: FieldCreatedAt, FPlanChanges: FieldPlanChanges, FNextOffer: FieldNextOffer,
+		FID: namesID, FRef: namesExternalReference, FMethod: namesPaymentMethod, FOffer: namesOffer,
+		FFromOffer: namesFromOffer, FSubscription: namesSubscriptionID, FSale: namesSaleID, FStatus: namesStatus,
+		FAmount: namesAmount, FCreated: namesCreatedAt, FPlanChanges: namesPlanChanges, FNextOffer: namesNextOffer,
+		FRefundedAmount: namesRefundedAmount, FNextBillingAt: namesNextBillingAt,
+		FPixQRCode: namesPixQRCode, FPixCopyPaste: namesPixCopyPaste, FPixExpiresAt: namesPixExpiresAt,
+		FBoletoURL: namesBoletoURL, FBoletoBarcode: namesBoletoBarcode, FBoletoDueDate: namesBoletoDueDate,
 	}
 	for a := range t {
 		t[a] = base
@@ -66,3 +115,19 @@ var fieldNames = func() (t [answerKinds][fieldCount][]string) {
 
 // Names returns the names the SDK reads for field f in an answer of kind a.
 func Names(a Answer, f Field) []string { return fieldNames[a][f] }
+
+// AllNames returns every name any answer kind reads for field f, in the
+// table's order: for tools that check what an API sends against what the
+// SDK would read (apicheck), never for a decision, which reads one kind's
+// names (Names).
+func AllNames(f Field) []string {
+	var out []string
+	for a := range answerKinds {
+		for _, n := range fieldNames[a][f] {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}

@@ -15,18 +15,18 @@ func TestStrAliasesAndStates(t *testing.T) {
 		want       string
 		st         FieldState
 	}{
-		{"first alias", `{"identifier":"s1","id":"x"}`, FieldID, "s1", Read},
-		{"second alias", `{"id":"s1"}`, FieldID, "s1", Read},
-		{"number id", `{"id":123}`, FieldID, "123", Read},
-		{"absent", `{}`, FieldID, "", Absent},
-		{"null", `{"identifier":null}`, FieldID, "", Absent},
-		{"empty string", `{"identifier":""}`, FieldID, "", Absent},
-		{"object falls through to dotted alias", `{"offer":{"identifier":"o1"}}`, FieldOffer, "o1", Read},
-		{"object without a dotted match", `{"offer":{"name":"x"}}`, FieldOffer, "", Absent},
-		{"bool is unreadable", `{"status":true}`, FieldStatus, "", Unreadable},
-		{"array is unreadable", `{"payment_method":["pix"]}`, FieldPaymentMethod, "", Unreadable},
-		{"camelCase", `{"externalReference":"r"}`, FieldExternalReference, "r", Read},
-		{"reference is not an alias", `{"reference":"API-123"}`, FieldExternalReference, "", Absent},
+		{"first alias", `{"identifier":"s1","id":"x"}`, namesID, "s1", Read},
+		{"second alias", `{"id":"s1"}`, namesID, "s1", Read},
+		{"number id", `{"id":123}`, namesID, "123", Read},
+		{"absent", `{}`, namesID, "", Absent},
+		{"null", `{"identifier":null}`, namesID, "", Absent},
+		{"empty string", `{"identifier":""}`, namesID, "", Absent},
+		{"object falls through to dotted alias", `{"offer":{"identifier":"o1"}}`, namesOffer, "o1", Read},
+		{"object without a dotted match", `{"offer":{"name":"x"}}`, namesOffer, "", Absent},
+		{"bool is unreadable", `{"status":true}`, namesStatus, "", Unreadable},
+		{"array is unreadable", `{"payment_method":["pix"]}`, namesPaymentMethod, "", Unreadable},
+		{"camelCase", `{"externalReference":"r"}`, namesExternalReference, "r", Read},
+		{"reference is not an alias", `{"reference":"API-123"}`, namesExternalReference, "", Absent},
 	}
 	for _, c := range cases {
 		o, err := ParseObject([]byte(c.body))
@@ -63,7 +63,7 @@ func TestAmountReadings(t *testing.T) {
 	}
 	for _, c := range cases {
 		o, _ := ParseObject([]byte(c.body))
-		a := o.Amount(FieldAmount)
+		a := o.Amount(namesAmount)
 		if a.State != c.st {
 			t.Errorf("%s: state %v, want %v", c.body, a.State, c.st)
 		}

@@ -290,25 +290,6 @@ const (
 // *recognised*: a value in none of them is "not recognised", which the SDK
 // reads as "unclear" (outcome unknown), never as "different" or "absent".
 
-// Field aliases, first the name the fake uses. A dotted name reads a member
-// of a nested object ("offer.identifier" is {"offer":{"identifier":...}}).
-var (
-	FieldID                = []string{"identifier", "id"}
-	FieldExternalReference = []string{"external_reference", "externalReference"} // not "reference": it may be the API's own code
-	FieldPaymentMethod     = []string{"payment_method", "paymentMethod", "method", "payment_type", "payment.method"}
-	FieldOffer             = []string{"offer_identifier", "offer_id", "offerIdentifier", "offerId", "offer.identifier", "offer.id", "offer"}
-	FieldFromOffer         = []string{"from_offer_identifier", "from_offer_id", "fromOfferIdentifier", "previous_offer_identifier", "from_offer.identifier", "from_offer.id"}
-	FieldSubscriptionID    = []string{"subscription_id", "subscriptionId", "subscription_identifier", "subscription.id", "subscription.identifier"}
-	FieldSaleID            = []string{"sale_identifier", "sale_id", "saleIdentifier", "saleId", "sale.identifier", "sale.id", "transaction_id"}
-	FieldStatus            = []string{"status", "state"}
-	FieldAmount            = []string{"amount", "amount_cents", "value", "valor"} // not "total": a sale's total is not a refund's amount
-	FieldCreatedAt         = []string{"created_at", "createdAt", "creation_date", "created", "date_created"}
-	FieldPlanChanges       = []string{"plan_changes", "planChanges"}
-	// FieldNextOffer: a subscription's offer after a scheduled plan change
-	// (ASSUMED, as the fake's next_offer_identifier).
-	FieldNextOffer = []string{"next_offer_identifier"}
-)
-
 // Payment-method spellings → the SDK's method. Lookup is case-insensitive,
 // with "-" and " " read as "_". Methods the SDK never sends are listed so
 // that they are recognised; whether one proves a sale is not an
