@@ -185,9 +185,16 @@ func TestClaim_ContestedComparesEveryAmountReading(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.srv.Clock.Advance(5 * time.Second)
-			cBig := f.client(t, WithStore(f.store))
+			// rf-big's process ends once its first send is answered 502 (the
+			// context ends at the answer, not after a time that a loaded
+			// machine may spend before the send).
+			ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+			cBig := f.client(t, WithStore(f.store), WithHook(func(_ context.Context, e Event) {
+				if e.Kind == EventSent {
+					cancel()
+				}
+			}))
 			f.srv.Inject(pagpolartest.Fault{Route: "refund", Key: cBig.idempotencyKey("rf-big"), Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
-			ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
 			_, err = cBig.Refunds.Create(ctx, RefundParams{OperationID: "rf-big", SaleID: sale.Sale.ID, Amount: big})
 			cancel()
 			if !isUnknown(err) {
