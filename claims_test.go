@@ -114,9 +114,9 @@ func TestClaim_SucceededRefundWithoutClaimIsNotTaken(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.srv.Clock.Advance(5 * time.Second)
-			cA := f.client(t, WithStore(f.store))
+			cA := f.client(t, WithStore(f.store), WithHook(endAtAnswerHook))
 			f.srv.Inject(pagpolartest.Fault{Route: "refund", Key: cA.idempotencyKey("rf-A"), Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
-			ctxA, cancelA := context.WithTimeout(f.ctx, 100*time.Millisecond)
+			ctxA, cancelA := endAtAnswer(f.ctx)
 			_, err = cA.Refunds.Create(ctxA, RefundParams{OperationID: "rf-A", SaleID: sale.Sale.ID, Amount: 1500})
 			cancelA()
 			if !isUnknown(err) {
@@ -185,15 +185,8 @@ func TestClaim_ContestedComparesEveryAmountReading(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.srv.Clock.Advance(5 * time.Second)
-			// rf-big's process ends once its first send is answered 502 (the
-			// context ends at the answer, not after a time that a loaded
-			// machine may spend before the send).
-			ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
-			cBig := f.client(t, WithStore(f.store), WithHook(func(_ context.Context, e Event) {
-				if e.Kind == EventSent {
-					cancel()
-				}
-			}))
+			cBig := f.client(t, WithStore(f.store), WithHook(endAtAnswerHook))
+			ctx, cancel := endAtAnswer(f.ctx)
 			f.srv.Inject(pagpolartest.Fault{Route: "refund", Key: cBig.idempotencyKey("rf-big"), Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
 			_, err = cBig.Refunds.Create(ctx, RefundParams{OperationID: "rf-big", SaleID: sale.Sale.ID, Amount: big})
 			cancel()

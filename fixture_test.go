@@ -262,3 +262,22 @@ func warmClock(f *fixture, c *Client) {
 	c.srvClock.validated = true
 	c.srvClock.mu.Unlock()
 }
+
+// endAtAnswerKey marks a call's context as ending at its first answer.
+type endAtAnswerKey struct{}
+
+// endAtAnswer is a context for a call whose process ends once its first
+// send is answered (or its transport fails): the call meets its fault and
+// stops there, however long a loaded machine spent before the send. The
+// client needs endAtAnswerHook among its hooks. It is bounded on its own.
+func endAtAnswer(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
+	return context.WithValue(ctx, endAtAnswerKey{}, cancel), cancel
+}
+
+// endAtAnswerHook ends a call made under endAtAnswer at its first answer.
+func endAtAnswerHook(ctx context.Context, e Event) {
+	if cancel, ok := ctx.Value(endAtAnswerKey{}).(context.CancelFunc); ok && e.Kind == EventSent {
+		cancel()
+	}
+}

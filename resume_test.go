@@ -29,8 +29,9 @@ func TestResume_SettlesSurvivingRefundDuringAmnesia(t *testing.T) {
 		if e.Kind == EventSent {
 			f.srv.Inject(pagpolartest.Fault{Route: "get_refunds", Action: pagpolartest.Fault500NoCommit})
 		}
+		endAtAnswerHook(ctx, e)
 	}))
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	_, err = lost.Refunds.Create(ctx, RefundParams{OperationID: "refund-amn", SaleID: ch.Sale.ID, Amount: 5000})
 	cancel()
 	if !errors.Is(err, ErrOutcomeUnknown) {

@@ -92,6 +92,7 @@ func TestShapes_SparseItemIsNotThisOperationsEffect(t *testing.T) {
 	// is made by another operation.
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultDropBeforeProcessing, Times: 1})
 	c := f.client(t, WithStore(f.store), WithHook(func(ctx context.Context, e Event) {
+		defer endAtAnswerHook(ctx, e)
 		if e.Kind == EventSent && e.OperationID == "pix:order-sparse" {
 			if _, err := other.Payments.Boleto(f.ctx, BoletoParams{OfferID: "offer-basic", ExternalReference: "order-sparse", Customer: goodCustomer}); err != nil {
 				t.Errorf("boleto: %v", err)
@@ -100,7 +101,7 @@ func TestShapes_SparseItemIsNotThisOperationsEffect(t *testing.T) {
 	}))
 	// c is cold: its PIX takes a pre-send snapshot, which the boleto is
 	// absent from.
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	res, err := c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-sparse", Customer: goodCustomer})
 	cancel()
 	if err == nil && len(salesUnder(f, c, "pix:order-sparse")) == 0 {
