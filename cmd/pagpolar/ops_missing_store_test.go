@@ -163,8 +163,7 @@ func TestOpsReadOnlyRedis(t *testing.T) {
 		t.Fatalf("list wrote %v (%v)", keys, err)
 	}
 
-	// A prefix the SDK wrote (layout 2: no <prefix>:meta, shard markers
-	// only) is a store: list reads it and reap removes from it (with the
+	// A prefix the SDK wrote (shard markers) is a store: list reads it and reap removes from it (with the
 	// store's own volatile=1: this Redis keeps nothing on disk).
 	t.Cleanup(func() {
 		if keys, err := c.Keys(context.Background(), prefix+"*").Result(); err == nil && len(keys) > 0 {

@@ -144,67 +144,40 @@ func allShards(n int) []int {
 	return out
 }
 
-// readMarkers reads every shard's marker under layout l, writing nothing.
-func (s *Store) readMarkers(ctx context.Context, l layout) []marker {
-	saved := s.layout
-	s.layout = l // New runs before any other call: nothing reads it meanwhile
-	defer func() { s.layout = saved }()
+// readMarkers reads every shard's marker, writing nothing.
+func (s *Store) readMarkers(ctx context.Context) []marker {
 	return s.perShard(ctx, markScript, allShards(s.cfg.shards),
 		func(shard int) []string { return []string{s.markKey(shard)} },
 		func(int) []any { return []any{"read", "", s.cfg.shards, ""} })
 }
 
-// openParts is New's check of the shard markers: it refuses a prefix of
-// another key layout, checks its shard count, learns each reachable shard's epoch,
+// openParts is New's check of the shard markers: it checks their shard
+// count and record layout, learns each reachable shard's epoch,
 // initialises the markers of a new prefix, and marks lost the shards whose
 // marker vanished while others kept theirs.
 func (s *Store) openParts(ctx context.Context) error {
-	tagged, legacy := s.readMarkers(ctx, layoutTagged), s.readMarkers(ctx, layoutLegacy)
-	count := func(ms []marker) (found, failed int) {
-		for _, m := range ms {
-			switch {
-			case m.err != nil:
-				failed++
-			case m.exists():
-				found++
-			}
-		}
-		return found, failed
-	}
-	foundTagged, failedTagged := count(tagged)
-	foundLegacy, failedLegacy := count(legacy)
-	var ms []marker
-	mode := "lost" // for shards without a marker
-	switch {
-	case foundTagged > 0:
-		s.layout, ms = layoutTagged, tagged
-	case foundLegacy > 0:
-		s.layout = layoutLegacy // for the marker's name below
-		key := s.markKey(firstFound(legacy))
-		s.layout = layoutTagged
-		return fmt.Errorf("redisstore: start: %w: prefix %q holds shard markers of key layout 1 ({<shard>} hash tags, such as %s), written by an earlier version; this version reads and writes only key layout 2 ({<prefix>:<shard>}): use a new prefix",
-			ErrLayout, s.cfg.prefix, key)
-	default:
-		if failedTagged > 0 || failedLegacy > 0 {
-			return fmt.Errorf("redisstore: start: prefix %q has no shard marker on the shards that answered, and %d shards could not be read, so New cannot tell a new prefix from one that holds records; try again when every shard answers: %w",
-				s.cfg.prefix, max(failedTagged, failedLegacy), firstErr(tagged, legacy))
-		}
-		// No marker anywhere: a new prefix, or one written by a version
-		// that kept only <prefix>:meta (layout 1).
-		mode = "init"
-		got, err := s.client.HGet(ctx, s.metaKey(), "shards").Result()
+	ms := s.readMarkers(ctx)
+	found, failed := 0, 0
+	for _, m := range ms {
 		switch {
-		case errors.Is(err, redis.Nil):
-			s.layout, ms = layoutTagged, tagged
-			s.openedNew = true
-			s.cfg.logger.DebugContext(ctx, "redisstore: new prefix: writing its shard markers",
-				slog.String("prefix", s.cfg.prefix), slog.Int("shards", s.cfg.shards), slog.String("layout", s.layout.String()))
-		case err != nil:
-			return wrapErr("start", s.metaKey(), err)
-		default:
-			return fmt.Errorf("redisstore: start: %w: prefix %q has %s (shards %s) and no shard markers: it was written by an earlier version (key layout 1, records as hashes); this version reads only records of layout %s: use a new prefix",
-				ErrLayout, s.cfg.prefix, s.metaKey(), got, recordLayout)
+		case m.err != nil:
+			failed++
+		case m.exists():
+			found++
 		}
+	}
+	mode := "lost" // for shards without a marker
+	if found == 0 {
+		if failed > 0 {
+			return fmt.Errorf("redisstore: start: prefix %q has no shard marker on the shards that answered, and %d shards could not be read, so New cannot tell a new prefix from one that holds records; try again when every shard answers: %w",
+				s.cfg.prefix, failed, firstErr(ms))
+		}
+		// No marker anywhere: a new prefix (or one whose every marker is
+		// gone, which the history check tells: history.go).
+		mode = "init"
+		s.openedNew = true
+		s.cfg.logger.DebugContext(ctx, "redisstore: new prefix: writing its shard markers",
+			slog.String("prefix", s.cfg.prefix), slog.Int("shards", s.cfg.shards))
 	}
 	var missing []int
 	var lostShards []string
@@ -219,12 +192,12 @@ func (s *Store) openParts(ctx context.Context) error {
 				return fmt.Errorf("redisstore: prefix %q holds records written with %s shards, not %d: use WithShards(%s)", s.cfg.prefix, sh, s.cfg.shards, sh)
 			}
 			if rl := m.fields["rl"]; rl != recordLayout {
-				found := "none, so its records were written as hashes by an earlier version"
+				named := "none"
 				if rl != "" {
-					found = rl
+					named = rl
 				}
-				return fmt.Errorf("redisstore: start: %w: prefix %q shard marker %s names record layout %s; this version reads only layout %s: use a new prefix",
-					ErrLayout, s.cfg.prefix, s.markKey(shard), found, recordLayout)
+				return fmt.Errorf("redisstore: start: %w: prefix %q shard marker %s names record layout %s; the store reads and writes only layout %s: use a new prefix",
+					ErrLayout, s.cfg.prefix, s.markKey(shard), named, recordLayout)
 			}
 			s.parts[shard].learn(m.fields["ep"], m.now)
 			if m.fields["st"] == "lost" {
@@ -407,14 +380,4 @@ func (s *Store) AcceptLoss(ctx context.Context, note string) error {
 		return fmt.Errorf("redisstore: accept loss: %w: shards %s could not be reached; call AcceptLoss again", keystore.ErrUnavailable, strings.Join(failed, ","))
 	}
 	return nil
-}
-
-// firstFound is the shard of the first marker that exists.
-func firstFound(ms []marker) int {
-	for i, m := range ms {
-		if m.err == nil && m.exists() {
-			return i
-		}
-	}
-	return 0
 }

@@ -22,12 +22,10 @@
 //	<prefix>:{<prefix>:<shard>}:mark                the shard's marker (see Amnesia)
 //
 // Every marker names the record layout. New refuses, with an error
-// wrapping ErrLayout, a prefix whose markers name another layout or none
-// (records stored as hashes by an earlier development version) and a
-// prefix of key layout 1 (tags {<shard>}, the shard count under
-// <prefix>:meta); a record key holding anything else than a record of this
-// layout is refused the same way by every call, and left as it is. Nothing
-// is converted: start a new prefix.
+// wrapping ErrLayout that names the marker, a prefix whose markers name
+// another layout or none; a record key holding anything else than a record
+// of this layout is refused the same way by every call, and left as it is.
+// Nothing is converted: start a new prefix.
 //
 // Because a record and the indexes that list it share one hash slot, each
 // write is one Lua script that changes the record and its index entries

@@ -77,7 +77,7 @@ func layoutErr(err error) error {
 	case strings.HasPrefix(msg, layoutErrPrefix):
 		return fmt.Errorf("%w: %s", ErrLayout, strings.TrimPrefix(msg, layoutErrPrefix))
 	case strings.HasPrefix(msg, "WRONGTYPE"):
-		return fmt.Errorf("%w: the key is not a string (a hash, as an earlier version stored records, or another type), not a record of layout %s: use a new prefix", ErrLayout, recordLayout)
+		return fmt.Errorf("%w: the key is not a string (a hash or another type), not a record of layout %s: use a new prefix", ErrLayout, recordLayout)
 	}
 	return nil
 }

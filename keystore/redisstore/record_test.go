@@ -118,10 +118,9 @@ func TestRecord_HashIsRefused(t *testing.T) {
 	}
 }
 
-// TestNew_RefusesAnotherLayout: a prefix whose markers name no record
-// layout (written when records were hashes), that has only the key
-// layout 1 <prefix>:meta, or whose markers are of key layout 1, is refused
-// by New with an error wrapping ErrLayout, before anything is written.
+// TestNew_RefusesAnotherLayout: a prefix whose marker names no record
+// layout, or another one, is refused by New with an error wrapping
+// ErrLayout that names the marker, before anything is written.
 func TestNew_RefusesAnotherLayout(t *testing.T) {
 	redisOptions(t)
 	admin, _ := startRedis(t)
@@ -131,42 +130,23 @@ func TestNew_RefusesAnotherLayout(t *testing.T) {
 	if _, err := New(admin, WithPrefix("fresh"), quiet); err != nil {
 		t.Fatal(err)
 	}
-	s := &Store{cfg: defaultConfig(), layout: layoutTagged}
+	s := &Store{cfg: defaultConfig()}
 	s.cfg.prefix = "fresh"
 	if err := admin.HDel(ctx, s.markKey(5), "rl").Err(); err != nil {
 		t.Fatal(err)
 	}
 	_, err := New(admin, WithPrefix("fresh"), quiet)
-	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "hashes") || !strings.Contains(err.Error(), s.markKey(5)) {
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "record layout none") || !strings.Contains(err.Error(), s.markKey(5)) {
 		t.Fatalf("New on a marker without a record layout: %v, want ErrLayout naming the marker", err)
 	}
-
-	if err := admin.HSet(ctx, "old:meta", "shards", "16").Err(); err != nil {
+	if err := admin.HSet(ctx, s.markKey(5), "rl", "r0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(admin, WithPrefix("old"), quiet)
-	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "old:meta") {
-		t.Fatalf("New on a layout-1 prefix: %v, want ErrLayout naming old:meta", err)
+	_, err = New(admin, WithPrefix("fresh"), quiet)
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "record layout r0") || !strings.Contains(err.Error(), s.markKey(5)) {
+		t.Fatalf("New on a marker of another record layout: %v, want ErrLayout naming the marker and r0", err)
 	}
-	s.cfg.prefix = "old"
-	if n := admin.Exists(ctx, s.markKey(0)).Val(); n != 0 {
-		t.Fatal("marker written")
-	}
-
-	// Markers of key layout 1 ({<shard>} tags): refused, naming one, and
-	// nothing written in either layout.
-	l1 := &Store{cfg: defaultConfig(), layout: layoutLegacy}
-	l1.cfg.prefix = "l1"
-	if err := admin.HSet(ctx, l1.markKey(2), "ep", "e1", "sh", "16", "rl", recordLayout).Err(); err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(admin, WithPrefix("l1"), quiet)
-	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), l1.markKey(2)) || !strings.Contains(err.Error(), "layout 1") {
-		t.Fatalf("New on a prefix with layout-1 markers: %v, want ErrLayout naming %s", err, l1.markKey(2))
-	}
-	s.cfg.prefix = "l1"
-	l1.layout = layoutLegacy
-	if admin.Exists(ctx, s.markKey(0)).Val() != 0 || admin.Exists(ctx, l1.markKey(0)).Val() != 0 {
-		t.Fatal("marker written")
+	if rl := admin.HGet(ctx, s.markKey(5), "rl").Val(); rl != "r0" {
+		t.Fatalf("the refused marker was rewritten: rl %q", rl)
 	}
 }

@@ -28,8 +28,6 @@ type Store struct {
 	honoursCtx bool
 	// detached counts the goroutines of bounded calls still running.
 	detached atomic.Int64
-	// layout is the key layout of the prefix's data (set by New).
-	layout layout
 	// parts is what this Store knows of each shard's marker (amnesia.go).
 	parts []part
 	// hist is the prefix's history as last read (history.go); openedNew:
@@ -54,7 +52,7 @@ var (
 //     keeps none, or will not say, is refused with an error wrapping
 //     ErrVolatile unless AllowVolatile is given (SAFETY rule 13);
 //   - each shard's marker (see the package documentation, "Amnesia"):
-//     which key layout the prefix uses, that it was not written with
+//     which record layout the prefix uses, that it was not written with
 //     another shard count (WithShards), and each shard's epoch, writing the
 //     markers of a new prefix;
 //   - for WithWaitAOF, that the server accepts WAITAOF as configured.
@@ -101,7 +99,7 @@ func build(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, cfg: cfg, honoursCtx: honoursContext(client), layout: layoutTagged, parts: make([]part, cfg.shards)}
+	s := &Store{client: client, cfg: cfg, honoursCtx: honoursContext(client), parts: make([]part, cfg.shards)}
 	s.batch = &batcher{exec: s.execBatch, maxBusy: defaultMaxBusy, maxBatch: defaultMaxBatch, detach: !s.honoursCtx}
 	s.gate.nodes = map[string]*gateNode{}
 	if err := s.checkDurableClient(); err != nil {
@@ -125,8 +123,14 @@ func (s *Store) shardOf(id string) int {
 	return int(h.Sum32() % uint32(s.cfg.shards))
 }
 
-// shardTag is the start of every key of a shard (see layout).
-func (s *Store) shardTag(shard int) string { return s.layout.tag(s.cfg.prefix, shard) }
+// shardTag is the start of every key of a shard, <prefix>:{<prefix>:<shard>}:
+// Every key of a shard carries this one Cluster hash tag, so that a
+// record, its indexes and its shard's marker live in one hash slot, and the
+// tag holds the prefix, so that the shards of different prefixes (tenants)
+// fall in different slots.
+func (s *Store) shardTag(shard int) string {
+	return s.cfg.prefix + ":{" + s.cfg.prefix + ":" + strconv.Itoa(shard) + "}:"
+}
 
 func (s *Store) recordPrefix(shard int) string { return s.shardTag(shard) + "op:" }
 
@@ -148,9 +152,6 @@ func (s *Store) scriptKeys(id string) []string {
 	}
 	return keys
 }
-
-// metaKey is where layout 1 recorded its shard count.
-func (s *Store) metaKey() string { return s.cfg.prefix + ":meta" }
 
 // nonce identifies one call, so that a script resent by the client after a
 // lost reply recognises its own earlier effect.

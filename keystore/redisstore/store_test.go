@@ -29,30 +29,25 @@ func hashTag(key string) string {
 // TestKeysOfOneOperationShareASlot checks the key layout without a Cluster:
 // every key a script touches for an operation (record, indexes, the
 // shard's marker) hashes on the same tag, even when the operation ID
-// itself contains braces; layout 2's tag holds the prefix, so two prefixes
-// do not share slots.
+// itself contains braces; the tag holds the prefix, so two prefixes do not
+// share slots.
 func TestKeysOfOneOperationShareASlot(t *testing.T) {
-	for _, l := range []layout{layoutTagged} {
-		s := &Store{cfg: defaultConfig(), layout: l}
-		s.cfg.prefix = "app"
-		for _, id := range []string{"pix:order-1", "{", "}", "{}", "a{b}c", "}{x}", "{{}}", "ção/%_"} {
-			keys := s.scriptKeys(id)
-			shard := s.shardOf(id)
-			want := fmt.Sprint(shard)
-			if l == layoutTagged {
-				want = "app:" + want
+	s := &Store{cfg: defaultConfig()}
+	s.cfg.prefix = "app"
+	for _, id := range []string{"pix:order-1", "{", "}", "{}", "a{b}c", "}{x}", "{{}}", "ção/%_"} {
+		keys := s.scriptKeys(id)
+		shard := s.shardOf(id)
+		want := "app:" + fmt.Sprint(shard)
+		for _, k := range append(keys, s.recordKey(id), s.recordPrefix(shard)+"other", s.markKey(shard)) {
+			if got := hashTag(k); got != want {
+				t.Fatalf("operation %q: key %q hashes on %q, want the shard tag %q", id, k, got, want)
 			}
-			for _, k := range append(keys, s.recordKey(id), s.recordPrefix(shard)+"other", s.markKey(shard)) {
-				if got := hashTag(k); got != want {
-					t.Fatalf("layout %s, operation %q: key %q hashes on %q, want the shard tag %q", l, id, k, got, want)
-				}
-				if !strings.HasPrefix(k, "app:") {
-					t.Fatalf("key %q does not start with the prefix", k)
-				}
+			if !strings.HasPrefix(k, "app:") {
+				t.Fatalf("key %q does not start with the prefix", k)
 			}
-			if keys[0] != s.recordKey(id) {
-				t.Fatalf("first script key %q is not the record key %q", keys[0], s.recordKey(id))
-			}
+		}
+		if keys[0] != s.recordKey(id) {
+			t.Fatalf("first script key %q is not the record key %q", keys[0], s.recordKey(id))
 		}
 	}
 	a := &Store{cfg: defaultConfig()}

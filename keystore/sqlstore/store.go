@@ -195,7 +195,7 @@ func (s *Store) Table() string { return s.table }
 
 // Migrate creates the table, its indexes and <table>_meta if they do not
 // exist, and writes the table's marker (see the package documentation,
-// "Amnesia") in a new table or one migrated by an earlier version. It is
+// "Amnesia") in a new table or one without it. It is
 // idempotent and safe to run from several processes at once; nothing else
 // creates or changes the schema. For SQLite it also switches the database to
 // WAL (a persistent property of the file). On PostgreSQL it refuses a

@@ -135,20 +135,17 @@ func exists(ctx context.Context, loc storeloc.Location) error {
 	}
 	c := loc.Client()
 	defer c.Close()
-	// A prefix written by redisstore.New has shard 0's marker (layout 2:
-	// <prefix>:{<prefix>:0}:mark; layout 1: <prefix>:{0}:mark) and, for
-	// layout 1, <prefix>:meta. One key at a time: they live in different
-	// Cluster slots.
-	for _, k := range []string{prefix + ":{" + prefix + ":0}:mark", prefix + ":meta", prefix + ":{0}:mark"} {
-		n, err := c.Exists(ctx, k).Result()
-		if err != nil {
-			return fmt.Errorf("storeurl: %s: %w: %w", loc.Name, keystore.ErrUnavailable, err)
-		}
-		if n > 0 {
-			return nil
-		}
+	// A prefix written by redisstore.New has shard 0's marker,
+	// <prefix>:{<prefix>:0}:mark.
+	k := prefix + ":{" + prefix + ":0}:mark"
+	n, err := c.Exists(ctx, k).Result()
+	if err != nil {
+		return fmt.Errorf("storeurl: %s: %w: %w", loc.Name, keystore.ErrUnavailable, err)
 	}
-	return noStore("%s has no key %s:{%s:0}:mark or %s:meta: nothing was ever stored under the prefix %q (another database number, or ?prefix= names another)", loc.Name, prefix, prefix, prefix, prefix)
+	if n > 0 {
+		return nil
+	}
+	return noStore("%s has no key %s: nothing was ever stored under the prefix %q (another database number, or ?prefix= names another)", loc.Name, k, prefix)
 }
 
 // openSQLiteReadOnly returns a Store on a read-only database and the
