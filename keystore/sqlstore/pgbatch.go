@@ -116,7 +116,14 @@ func (s *Store) pgApply(batch []*writeReq) ([]result, error) {
 			return results, nil
 		}
 		if locked < 0 {
-			return nil, unavailable("write batch", err)
+			// The writes still in the batch fail; those taken out to run
+			// alone keep their deferred result: their own goroutine answers
+			// them, and a write is answered once (its channel holds one).
+			e := unavailable("write batch", err)
+			for _, i := range order {
+				results[i] = result{err: e}
+			}
+			return results, nil
 		}
 		// The statement at locked waited too long for a row lock: the
 		// transaction rolled back. Retry it alone, the others together.

@@ -33,7 +33,9 @@ type writer struct {
 	keep bool
 	conn *sql.Conn // the kept connection; only the writer goroutine uses it
 
-	// applyFn applies one batch: apply (SQLite) or Store.pgApply.
+	// applyFn applies one batch: apply (SQLite) or Store.pgApply. A
+	// result marked deferred is answered by the goroutine that deferred
+	// it, whatever the error.
 	applyFn func([]*writeReq) ([]result, error)
 	// checkFile (OpenSQLite) runs before each batch: an error fails the
 	// batch and drops the connection (Store.checkFile).
@@ -328,9 +330,12 @@ func (w *writer) execute(batch []*writeReq) {
 	results, err := w.applyFn(live)
 	for i, req := range live {
 		switch {
+		case results != nil && results[i].deferred:
+			// Answered by whoever deferred it: each write is answered
+			// once, or the second send would block on its full channel.
 		case err != nil:
 			req.out <- result{err: err}
-		case !results[i].deferred:
+		default:
 			req.out <- results[i]
 		}
 	}
