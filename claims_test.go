@@ -114,7 +114,7 @@ func TestClaim_SucceededRefundWithoutClaimIsNotTaken(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.srv.Clock.Advance(5 * time.Second)
-			cA := f.client(t, WithStore(f.store), WithHook(endAtAnswerHook))
+			cA := f.client(t, WithStore(f.store))
 			f.srv.Inject(pagpolartest.Fault{Route: "refund", Key: cA.idempotencyKey("rf-A"), Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
 			ctxA, cancelA := endAtAnswer(f.ctx)
 			_, err = cA.Refunds.Create(ctxA, RefundParams{OperationID: "rf-A", SaleID: sale.Sale.ID, Amount: 1500})
@@ -185,7 +185,7 @@ func TestClaim_ContestedComparesEveryAmountReading(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.srv.Clock.Advance(5 * time.Second)
-			cBig := f.client(t, WithStore(f.store), WithHook(endAtAnswerHook))
+			cBig := f.client(t, WithStore(f.store))
 			ctx, cancel := endAtAnswer(f.ctx)
 			f.srv.Inject(pagpolartest.Fault{Route: "refund", Key: cBig.idempotencyKey("rf-big"), Action: pagpolartest.FaultGateway, Status: 502, Times: 1})
 			_, err = cBig.Refunds.Create(ctx, RefundParams{OperationID: "rf-big", SaleID: sale.Sale.ID, Amount: big})

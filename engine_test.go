@@ -139,7 +139,7 @@ func TestRetryBudgetBoundsOutage(t *testing.T) {
 func TestTokenNeverLeaks(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultGateway, Status: 502})
-	ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	defer cancel()
 	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "o-leak", Customer: goodCustomer})
 	if err == nil || containsFold(err.Error(), f.srv.Token) {
@@ -267,7 +267,7 @@ func TestSafetyRule13_ForgottenStoreSendsNothing(t *testing.T) {
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-forgotten", Customer: goodCustomer}
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	_, err := f.c.Payments.Pix(ctx, p)
 	cancel()
 	if !errors.Is(err, ErrOutcomeUnknown) {

@@ -100,7 +100,7 @@ func TestOperationError_UnknownNamesTheStateTheStoreHolds(t *testing.T) {
 	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-state", Customer: goodCustomer})
 	cancel()
 	var oe *OperationError

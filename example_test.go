@@ -84,7 +84,7 @@ func ExampleErrOutcomeUnknown() {
 	srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 	params := pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: "PEDIDO-77", Customer: customer}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err = client.Payments.Pix(ctx, params)
 	var unknown *pagpolar.OutcomeUnknownError

@@ -4,7 +4,6 @@
 package pagpolar
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -84,7 +83,7 @@ func TestParamsMismatch_UnsettledOperationIsUnknown(t *testing.T) {
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-adv", Customer: goodCustomer}
-	ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	defer cancel()
 	if _, err := f.c.Payments.Pix(ctx, p); !isUnknown(err) {
 		t.Fatalf("first call: %v", err)
@@ -126,7 +125,7 @@ func TestFingerprint_SecretRotationKeepsRecordsMatching(t *testing.T) {
 	open := PixParams{OfferID: "offer-basic", ExternalReference: "order-rot-2", Customer: goodCustomer}
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-	ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	defer cancel()
 	if _, err := c1.Payments.Pix(ctx, open); !isUnknown(err) {
 		t.Fatalf("open op: %v", err)

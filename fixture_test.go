@@ -54,7 +54,7 @@ func newFixture(t *testing.T, srvOpts []pagpolartest.Option, opts ...Option) *fi
 	clk := pagpolartest.NewClock()
 	srv := pagpolartest.NewServer(t, append([]pagpolartest.Option{pagpolartest.WithClock(clk), pagpolartest.WithProcessingWindow(testWindow)}, srvOpts...)...)
 	store := keystore.NewMemoryWithClock(clk)
-	all := append([]Option{WithBaseURL(srv.URL), WithStore(store), WithClock(clk), WithRetryPolicy(testPolicy()), WithLogger(quiet),
+	all := append([]Option{WithBaseURL(srv.URL), WithStore(store), WithClock(clk), WithRetryPolicy(testPolicy()), WithLogger(quiet), WithHook(endAtAnswerHook),
 		WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}})}, opts...)
 	c, err := NewClient(srv.CredentialID, StaticToken(srv.Token), all...)
 	if err != nil {
@@ -69,7 +69,7 @@ func newFixture(t *testing.T, srvOpts []pagpolartest.Option, opts ...Option) *fi
 // another host) with its own options.
 func (f *fixture) client(t *testing.T, opts ...Option) *Client {
 	t.Helper()
-	all := append([]Option{WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet),
+	all := append([]Option{WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet), WithHook(endAtAnswerHook),
 		WithStore(keystore.NewMemoryWithClock(f.srv.Clock))}, opts...) // another host, its own store, unless opts give one
 	c, err := NewClient(f.srv.CredentialID, StaticToken(f.srv.AddToken(f.srv.CredentialID)), all...)
 	if err != nil {
@@ -249,10 +249,6 @@ func longCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func contextWithTimeout(f *fixture, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(f.ctx, d)
-}
-
 // warmClock is warm without a request: a Date of the fake's clock, and the
 // view validated.
 func warmClock(f *fixture, c *Client) {
@@ -268,8 +264,10 @@ type endAtAnswerKey struct{}
 
 // endAtAnswer is a context for a call whose process ends once its first
 // send is answered (or its transport fails): the call meets its fault and
-// stops there, however long a loaded machine spent before the send. The
-// client needs endAtAnswerHook among its hooks. It is bounded on its own.
+// stops there, however long a loaded machine spent before the send (a
+// fixed 100 ms ended some calls before they sent, on a loaded -race run).
+// The fixture's clients have endAtAnswerHook; a client given a hook of its
+// own calls it from there. It is bounded on its own.
 func endAtAnswer(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 	return context.WithValue(ctx, endAtAnswerKey{}, cancel), cancel

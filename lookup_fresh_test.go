@@ -175,7 +175,7 @@ func TestLookup_FreshProcessKeepsTheRecordedProofDate(t *testing.T) {
 	}
 	f.srv.Clock.Advance(2 * time.Second)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-cold", Customer: goodCustomer})
 	cancel()
 	if !errors.Is(err, ErrOutcomeUnknown) {

@@ -29,7 +29,7 @@ func TestLookup_FreshProcessKeepsTheProofDateOfAWarmFirstSend(t *testing.T) {
 	}
 	f.srv.Clock.Advance(2 * time.Second)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitDropRelease, Times: 1})
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-cold", Customer: goodCustomer})
 	cancel()
 	if !errors.Is(err, ErrOutcomeUnknown) {
@@ -81,7 +81,7 @@ func TestKnownExposure_FreshProcessOnAnUnprovenStoreTrustsACachedListWithoutAge(
 	}
 	f.srv.Clock.Advance(time.Second)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-lost", Customer: goodCustomer})
 	cancel()
 	if !errors.Is(err, ErrOutcomeUnknown) {

@@ -3,7 +3,6 @@
 package pagpolar
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -26,7 +25,7 @@ func TestRecordIdentity_CredentialPrefixesDoNotCollide(t *testing.T) {
 	f.warm(t, cEU)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-	ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	defer cancel()
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-eu", Customer: goodCustomer}
 	if _, err := cEU.Payments.Pix(ctx, p); !isUnknown(err) {

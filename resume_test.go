@@ -77,7 +77,7 @@ func TestResumeAll_NeverNotExecutedOnAnUnclearSale(t *testing.T) {
 	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "credit_card", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-	ctx, cancel := contextWithTimeout(f, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	defer cancel()
 	_, err := f.c.Payments.CreditCard(ctx, CreditCardParams{OfferID: "offer-basic", ExternalReference: "order-ra", Customer: goodCustomer, CardToken: "tok_ok"})
 	if !isUnknown(err) {

@@ -171,7 +171,7 @@ func TestSafetyRule5_UnknownWhenContextEnds(t *testing.T) {
 	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	defer cancel()
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-unk", Customer: goodCustomer}
 	_, err := f.c.Payments.Pix(ctx, p)

@@ -177,7 +177,7 @@ func TestSettle_RefundWithoutItsSnapshotIsNotExecutedNotStuck(t *testing.T) {
 	}
 	f.srv.Clock.Advance(5 * time.Second)
 	f.srv.Inject(pagpolartest.Fault{Route: "refund", Action: pagpolartest.FaultDropBeforeProcessing, Times: 1})
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	params := RefundParams{OperationID: "rf-nosnap", SaleID: sale.Sale.ID, Amount: 1000}
 	_, err = f.c.Refunds.Create(ctx, params)
 	cancel()

@@ -121,7 +121,7 @@ func TestShapes_CachedListWithoutAgeDoesNotSettleNotExecuted(t *testing.T) {
 	}
 	f.srv.Clock.Advance(5 * time.Second)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
-	ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+	ctx, cancel := endAtAnswer(f.ctx)
 	_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-cache", Customer: goodCustomer})
 	cancel()
 	if !errors.Is(err, ErrOutcomeUnknown) {
@@ -156,7 +156,7 @@ func TestResume_RecordedFloorReCheckedByReader(t *testing.T) {
 			f.warm(t, f.c)
 			f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 			err := lostCall(f, "pix", func(ctx context.Context) error {
-				ctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+				ctx, cancel := endAtAnswer(ctx)
 				defer cancel()
 				_, err := f.c.Payments.Pix(ctx, PixParams{OfferID: "offer-basic", ExternalReference: "order-floor", Customer: goodCustomer})
 				return err

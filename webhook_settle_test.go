@@ -21,7 +21,7 @@ func TestSettleFromWebhook_Charge(t *testing.T) {
 	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 	f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-	ctx, cancel := contextWithTimeout(f, 100e6)
+	ctx, cancel := endAtAnswer(f.ctx)
 	defer cancel()
 	p := PixParams{OfferID: "offer-basic", ExternalReference: "order-wh", Customer: goodCustomer}
 	if _, err := f.c.Payments.Pix(ctx, p); !isUnknown(err) {
@@ -138,7 +138,7 @@ func TestSettleFromWebhook_EarlierTrysDeclineDoesNotSettleTheRetry(t *testing.T)
 			try2.OperationID, try2.CardToken = "order-wh-decline-try-2", "tok_ok"
 			f.srv.Inject(pagpolartest.Fault{Route: "credit_card", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
 			f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
-			ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
+			ctx, cancel := endAtAnswer(f.ctx)
 			_, err := f.c.Payments.CreditCard(ctx, try2)
 			cancel()
 			if !isUnknown(err) {
@@ -203,14 +203,15 @@ func TestSettleFromWebhook_TestEventSettlesNothing(t *testing.T) {
 			// The request never reaches processing; the lookups fail; the
 			// caller's deadline ends: unknown, and no sale exists.
 			f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultDropBeforeProcessing, Times: 1})
-			ctx, cancel := context.WithTimeout(f.ctx, 150*time.Millisecond)
+			ctx, cancel := endAtAnswer(f.ctx)
 			if cold {
 				// The cold client's snapshot must succeed (else nothing is
 				// sent); fail the lookups only after the send.
-				c = f.client(t, WithStore(f.store), WithHook(func(_ context.Context, e Event) {
+				c = f.client(t, WithStore(f.store), WithHook(func(ctx context.Context, e Event) {
 					if e.Kind == EventSent {
 						f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
 					}
+					endAtAnswerHook(ctx, e)
 				}))
 			} else {
 				f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
