@@ -172,8 +172,15 @@ func (s *Store) openParts(ctx context.Context) error {
 			return fmt.Errorf("redisstore: start: prefix %q has no shard marker on the shards that answered, and %d shards could not be read, so New cannot tell a new prefix from one that holds records; try again when every shard answers: %w",
 				s.cfg.prefix, failed, firstErr(ms))
 		}
-		// No marker anywhere: a new prefix (or one whose every marker is
-		// gone, which the history check tells: history.go).
+		// No marker anywhere: a new prefix, unless keys of its form are
+		// there already (records whose markers were deleted): those are
+		// refused, never taken for a new prefix's.
+		if key, err := s.anyKey(ctx); err != nil {
+			return err
+		} else if key != "" {
+			return fmt.Errorf("redisstore: start: %w: prefix %q has no shard marker but holds keys of its form (such as %s): its markers were deleted, so its records cannot be checked against a loss: use a new prefix",
+				ErrLayout, s.cfg.prefix, key)
+		}
 		mode = "init"
 		s.openedNew = true
 		s.cfg.logger.DebugContext(ctx, "redisstore: new prefix: writing its shard markers",
@@ -380,4 +387,55 @@ func (s *Store) AcceptLoss(ctx context.Context, note string) error {
 		return fmt.Errorf("redisstore: accept loss: %w: shards %s could not be reached; call AcceptLoss again", keystore.ErrUnavailable, strings.Join(failed, ","))
 	}
 	return nil
+}
+
+// anyKey returns a key of this prefix's form (<prefix>:{<prefix>:...) on
+// any master, or "" when there is none. New calls it only for a prefix
+// without any marker, before writing them. Other keys that begin with the
+// prefix (another prefix "acme:eu" beside "acme", a webhook inbox's
+// "pagpolar:webhook") are not this store's.
+func (s *Store) anyKey(ctx context.Context) (string, error) {
+	glob := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+	match := glob.Replace(s.cfg.prefix) + ":{" + glob.Replace(s.cfg.prefix) + ":*"
+	scan := func(ctx context.Context, c redis.Cmdable) (string, error) {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
+			if err != nil {
+				return "", err
+			}
+			if len(keys) > 0 {
+				return keys[0], nil
+			}
+			if cursor = next; cursor == 0 {
+				return "", nil
+			}
+		}
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		var (
+			mu    sync.Mutex
+			found string
+		)
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			k, err := scan(ctx, n)
+			mu.Lock()
+			defer mu.Unlock()
+			if k != "" && found == "" {
+				found = k
+			}
+			return err
+		})
+		if err != nil {
+			return "", wrapErr("start: scan", s.cfg.prefix+":*", err)
+		}
+		return found, nil
+	default:
+		k, err := scan(ctx, s.client)
+		if err != nil {
+			return "", wrapErr("start: scan", s.cfg.prefix+":*", err)
+		}
+		return k, nil
+	}
 }

@@ -150,3 +150,40 @@ func TestNew_RefusesAnotherLayout(t *testing.T) {
 		t.Fatalf("the refused marker was rewritten: rl %q", rl)
 	}
 }
+
+// TestNew_RefusesKeysWithoutMarkers: a prefix without any shard marker is
+// new only if it holds no key of its form: records whose markers were
+// deleted are refused with an error wrapping ErrLayout that names one, and
+// nothing is written. Keys of other forms that begin with the prefix
+// (another prefix "acme:eu" beside "acme", a webhook inbox's) are not the
+// store's, and leave it new.
+func TestNew_RefusesKeysWithoutMarkers(t *testing.T) {
+	redisOptions(t)
+	admin, _ := startRedis(t)
+	ctx := context.Background()
+	quiet := WithLogger(quietLogger())
+
+	key := "orphan:{orphan:3}:op:pix:order-1"
+	if err := admin.Set(ctx, key, "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(admin, WithPrefix("orphan"), quiet, DeclaredNew("test"))
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), key) {
+		t.Fatalf("New on records without markers: %v, want ErrLayout naming %s", err, key)
+	}
+	s := &Store{cfg: defaultConfig()}
+	s.cfg.prefix = "orphan"
+	if admin.Exists(ctx, s.markKey(0)).Val() != 0 {
+		t.Fatal("a marker was written")
+	}
+
+	if _, err := New(admin, WithPrefix("acme:eu"), quiet); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Set(ctx, "acme:webhook:evt_1", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(admin, WithPrefix("acme"), quiet); err != nil {
+		t.Fatalf("New on a new prefix beside acme:eu and an inbox's keys: %v", err)
+	}
+}
