@@ -129,7 +129,11 @@ func (s *Store) pgApply(batch []*writeReq) ([]result, error) {
 		// transaction rolled back. Retry it alone, the others together.
 		req := batch[locked]
 		results[locked] = result{deferred: true}
-		go func() { req.out <- s.pgSolo(req) }()
+		s.w.done.Add(1) // Close waits for it too: no write lands after Close
+		go func() {
+			defer s.w.done.Done()
+			req.out <- s.pgSolo(req)
+		}()
 		order = slices.DeleteFunc(order, func(i int) bool { return i == locked })
 		for _, i := range order {
 			results[i] = result{}

@@ -519,6 +519,68 @@ func TestPostgresLockedBatchAnswersEachWriteOnce(t *testing.T) {
 	}
 }
 
+// TestPostgresCloseWaitsForAWriteRunningAlone: a write taken out of its
+// batch after a row-lock timeout runs alone; Close returned while it still
+// waited for the lock, and it committed (and answered success) after Close.
+func TestPostgresCloseWaitsForAWriteRunningAlone(t *testing.T) {
+	var pg sharedPG
+	t.Cleanup(pg.close)
+	db := pg.get(t)
+	ctx := context.Background()
+	table := "pagpolar_test_" + randomSuffix(t)
+	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithCallTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tb := range []string{table, table + "_meta"} {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tb)
+		}
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Create(ctx, rec("held"), "w", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE operation_id = 'held' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r.Attempts = 7
+		_, err := s.Update(ctx, r)
+		done <- answer{err, time.Now()}
+	}()
+	time.Sleep(600 * time.Millisecond) // real time: past the batch's lock timeout, the write runs alone
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closedAt := time.Now()
+	_ = tx.Rollback() // the lock goes once Close has returned
+	got := <-done
+	if got.err == nil && got.at.After(closedAt) {
+		t.Fatalf("Close returned with a write still running; it committed and was answered %v after Close", got.at.Sub(closedAt))
+	}
+	var attempts int
+	if err := db.QueryRowContext(ctx, "SELECT attempts FROM "+table+" WHERE operation_id = 'held'").Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if (got.err == nil) != (attempts == 7) {
+		t.Fatalf("the write answered %v, the row holds attempts %d", got.err, attempts)
+	}
+}
+
 // stuckAnswers returns the stacks of goroutines blocked sending a write's
 // answer (a send on a channel that holds one answer and already has it).
 func stuckAnswers() string {

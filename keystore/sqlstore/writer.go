@@ -174,7 +174,8 @@ func (w *writer) do(ctx context.Context, req *writeReq) result {
 }
 
 // close stops taking writes, answers every queued one and waits for the
-// writer goroutine to end.
+// writer goroutines to end, and for the writes they run alone (each
+// bounded by its call's timeout).
 func (w *writer) close() {
 	w.mu.Lock()
 	w.closed = true
