@@ -64,9 +64,9 @@ func (r *runner) observeSale(o *observer, body []byte, method, step, where strin
 	checkField(o, "sale.created_at", obj, "created_at", wire.AllNames(wire.FCreated), tTime, where)
 	switch method {
 	case wire.MethodPix:
-		observeNested(o, "sale.pix", obj, "pix", []string{"qr_code", "copy_paste", "expires_at"}, where)
+		observeNested(o, "sale.pix", obj, "pix", []wire.Field{wire.FPixQRCode, wire.FPixCopyPaste, wire.FPixExpiresAt}, where)
 	case wire.MethodBoleto:
-		observeNested(o, "sale.boleto", obj, "boleto", []string{"url", "barcode", "due_date"}, where)
+		observeNested(o, "sale.boleto", obj, "boleto", []wire.Field{wire.FBoletoURL, wire.FBoletoBarcode, wire.FBoletoDueDate}, where)
 	}
 }
 
@@ -90,21 +90,23 @@ func observeMethod(o *observer, got, want, where string) {
 	o.add("method."+want, Differs, fmt.Sprintf("%q (%s)", got, note), where)
 }
 
-func observeNested(o *observer, id string, obj wire.Object, name string, members []string, where string) {
+func observeNested(o *observer, id string, obj wire.Object, name string, members []wire.Field, where string) {
 	v, ok := obj.Get(name)
 	if !ok || isNull(v) {
 		o.add(id, Absent, "", where)
 		return
 	}
-	inner, err := wire.ParseObject(v)
-	if err != nil {
+	if _, err := wire.ParseObject(v); err != nil {
 		o.add(id, Differs, "not an object: "+o.snip(v), where)
 		return
 	}
+	// Each member under its documented name, the first of the table's
+	// (internal/wire/fields.go): "pix.qr_code" is {"pix":{"qr_code":...}}.
 	var missing []string
-	for _, m := range members {
-		if s, st := inner.Str([]string{m}); st != wire.Read || s == "" {
-			missing = append(missing, m)
+	for _, f := range members {
+		documented := wire.AllNames(f)[:1]
+		if s, st := obj.Str(documented); st != wire.Read || s == "" {
+			missing = append(missing, strings.TrimPrefix(documented[0], name+"."))
 		}
 	}
 	if len(missing) > 0 {
