@@ -91,3 +91,35 @@ func TestScenario_WarmChargesRecordCarriesItsProofDate(t *testing.T) {
 		t.Errorf("%s", v)
 	}
 }
+
+// TestScenario_APIWithoutDateBehindACacheWithoutAgeIsTheOpenExposure: an
+// API that sends no Date at all (no-date), behind a micro-cache that
+// ignores no-cache and sends no Age (cache-no-age), is README's open limit:
+// nothing tells a copy made before a lost send from the list as it is, and
+// the PIX is charged twice. The scenario counts such operations as a
+// documented exposure; without either shape the same steps charge once.
+// Found by TestScenarios in a CI run (seed 1796221010933207614), shrunk by
+// rapid.
+func TestScenario_APIWithoutDateBehindACacheWithoutAgeIsTheOpenExposure(t *testing.T) {
+	sc := Scenario{Seed: 1226, Shapes: []pagpolartest.Shape{"method-card", "paged-link", "cache-no-age", "no-date"}, NoSubscriptionLookup: false, Mutations: []Mutation{Mutation{Answers: "post subscribe", Edit: "number-string", Field: "subscription_id"}, Mutation{Answers: "list refunds", Edit: "compact", Field: ""}, Mutation{Answers: "post credit_card", Edit: "upper", Field: "payment_method"}}, APIClock: APIClock{Shift: 0, StepAt: 0, Step: 0, OtherHost: 0, DropEvery: 0}, ClientSkew: -7200000000000, Cache: 3, Clients: 3, Steps: []Step{Step{Actor: 0, Do: 0, Order: 0, N: 0, Of: 0, Faults: []Fault{Fault{Action: 10, Read: false, Status: 504, Delay: 0, LookupLag: 0}, Fault{Action: 6, Read: true, Status: 0, Delay: 0, LookupLag: 0}, Fault{Action: 9, Read: true, Status: 503, Delay: 0, LookupLag: 0}}, Truncate: false, GiveUp: false, Concurrent: false, Advance: 0, Events: []int(nil)}, Step{Actor: 1, Do: 4, Order: 0, N: 0, Of: 0, Faults: []Fault{Fault{Action: 1, Read: false, Status: 0, Delay: 0, LookupLag: 0}}, Truncate: true, GiveUp: false, Concurrent: true, Advance: 0, Events: []int(nil)}, Step{Actor: 2, Do: 11, Order: 0, N: 1, Of: 0, Faults: []Fault(nil), Truncate: false, GiveUp: false, Concurrent: false, Advance: 0, Events: []int{3, 2, 0, 19, 17}}, Step{Actor: 0, Do: 1, Order: 1, N: 1, Of: 0, Faults: []Fault{}, Truncate: false, GiveUp: false, Concurrent: false, Advance: 0, Events: []int(nil)}, Step{Actor: 1, Do: 0, Order: 1, N: 0, Of: 0, Faults: []Fault{Fault{Action: 3, Read: false, Status: 0, Delay: 0, LookupLag: 0}, Fault{Action: 1, Read: false, Status: 0, Delay: 0, LookupLag: 0}, Fault{Action: 7, Read: false, Status: 0, Delay: 250000000, LookupLag: 0}}, Truncate: false, GiveUp: false, Concurrent: true, Advance: 0, Events: []int(nil)}, Step{Actor: 2, Do: 4, Order: 0, N: 1, Of: 0, Faults: []Fault{Fault{Action: 4, Read: false, Status: 0, Delay: 0, LookupLag: 0}}, Truncate: true, GiveUp: false, Concurrent: false, Advance: 0, Events: []int(nil)}, Step{Actor: 1, Do: 4, Order: 1, N: 1, Of: 0, Faults: []Fault{Fault{Action: 3, Read: true, Status: 0, Delay: 0, LookupLag: 0}, Fault{Action: 7, Read: false, Status: 0, Delay: 250000000, LookupLag: 0}, Fault{Action: 8, Read: false, Status: 0, Delay: 20000000, LookupLag: 0}}, Truncate: true, GiveUp: false, Concurrent: false, Advance: 0, Events: []int(nil)}, Step{Actor: 1, Do: 0, Order: 1, N: 1, Of: 0, Faults: []Fault{Fault{Action: 2, Read: false, Status: 0, Delay: 0, LookupLag: 0}}, Truncate: false, GiveUp: true, Concurrent: false, Advance: 0, Events: []int(nil)}}}
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range res.Failures() {
+		t.Errorf("outside the documented exposure: %s", v)
+	}
+	for _, v := range res.Violations {
+		t.Logf("under the documented exposure: %s", v)
+	}
+	for _, shapes := range [][]pagpolartest.Shape{{"method-card", "paged-link", "cache-no-age"}, {"method-card", "paged-link", "no-date"}} {
+		sc.Shapes = shapes
+		res, err := Run(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("shapes %v: %s", shapes, v)
+		}
+	}
+}

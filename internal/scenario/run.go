@@ -309,6 +309,16 @@ func (r *runner) inject(st Step) (exposed bool) {
 		r.exposed[op] = true
 		r.mu.Unlock()
 	}
+	if slices.Contains(r.sc.Shapes, pagpolartest.ShapeNoDate) && (r.sc.Cache == CacheStaleNoAge || slices.Contains(r.sc.Shapes, pagpolartest.ShapeCacheNoAge)) {
+		// Open (README's limits): an API that sends no Date at all behind
+		// a cache that ignores no-cache and sends no Age: nothing tells a
+		// stored copy from the list as it is, so a copy made before the
+		// send may be taken for a not-found
+		// (TestScenario_APIWithoutDateBehindACacheWithoutAgeIsTheOpenExposure).
+		r.mu.Lock()
+		r.exposed[op] = true
+		r.mu.Unlock()
+	}
 	for _, f := range st.Faults {
 		route := money
 		if f.Read {
