@@ -9,9 +9,10 @@ import (
 // No call outlives its context by more than one grace. Work that must go
 // on after the caller stopped waiting (writing what the API answered, the
 // claim on an effect, giving the lease back) runs on the caller's context
-// without its cancellation, but ends at the latest RetryPolicy.DeadlineGrace
-// after the caller's context does (its deadline, or the moment it is
-// cancelled), and within its own limit. Every such context of one call
+// without its cancellation, but ends at the latest nine tenths of
+// RetryPolicy.DeadlineGrace after the caller's context does (its deadline,
+// or the moment it is cancelled), and within its own limit; the last tenth
+// is the call's to return in. Every such context of one call
 // ends at the same moment, so the whole call returns by the caller's
 // deadline plus one grace, whatever the store does. An outcome not saved
 // by then leaves the record pending (or unknown), and the next call
@@ -28,7 +29,11 @@ func (c *Client) graceCtx(ctx context.Context, limit time.Duration) (context.Con
 		// remove and no end to follow, only the limit.
 		return context.WithTimeout(ctx, limit)
 	}
-	g := &graceEnd{grace: c.policy.DeadlineGrace}
+	// The work ends a tenth of the grace early: the rest is the call's to
+	// return in (giving the lease back, building the error, a loaded
+	// scheduler), so that the call itself is back by the caller's end plus
+	// the grace.
+	g := &graceEnd{grace: c.policy.DeadlineGrace - c.policy.DeadlineGrace/10}
 	var gctx context.Context
 	gctx, g.cancel = context.WithTimeout(context.WithoutCancel(ctx), limit)
 	if dl, ok := ctx.Deadline(); ok {

@@ -88,8 +88,9 @@ type RetryPolicy struct {
 	// or cancellation) to write down what it learned: the answer the API
 	// gave, the claim on an effect, the lease given back. The whole call
 	// returns by the context's end plus DeadlineGrace, whatever the store
-	// does; an outcome not written by then is left for the next call to
-	// settle by lookup. Default 1 s (DefaultDeadlineGrace).
+	// does (that work ends at nine tenths of it, the rest is for returning);
+	// an outcome not written by then is left for the next call to settle by
+	// lookup. Default 1 s (DefaultDeadlineGrace).
 	DeadlineGrace time.Duration
 }
 
