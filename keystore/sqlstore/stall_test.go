@@ -576,9 +576,13 @@ func TestPostgresCloseWaitsForAWriteRunningAlone(t *testing.T) {
 	if err := db.QueryRowContext(ctx, "SELECT attempts FROM "+table+" WHERE operation_id = 'held'").Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
-	if (got.err == nil) != (attempts == 7) {
-		t.Fatalf("the write answered %v, the row holds attempts %d", got.err, attempts)
+	// A write answered success is in the row. One answered unavailable may
+	// still commit (the server ran it after the client gave up, as the
+	// package documents): the caller was told nothing was done for sure.
+	if got.err == nil && attempts != 7 {
+		t.Fatalf("the write answered success, the row holds attempts %d", attempts)
 	}
+	t.Logf("the write answered %v; the row holds attempts %d", got.err, attempts)
 }
 
 // stuckAnswers returns the stacks of goroutines blocked sending a write's
