@@ -18,7 +18,7 @@ import (
 func TestRecordIdentity_CredentialPrefixesDoNotCollide(t *testing.T) {
 	f := newFixture(t, nil)
 	eu := f.srv.AddToken("acme/eu")
-	cEU, err := NewClient("acme/eu", StaticToken(eu), WithBaseURL(f.srv.URL), WithStore(f.store), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet))
+	cEU, err := NewClient("acme/eu", StaticToken(eu), WithBaseURL(f.srv.URL), WithStore(f.store), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()), WithLogger(quiet), WithHook(endAtAnswerHook))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,30 +156,42 @@ func (s *Store) readMarkers(ctx context.Context) []marker {
 // initialises the markers of a new prefix, and marks lost the shards whose
 // marker vanished while others kept theirs.
 func (s *Store) openParts(ctx context.Context) error {
-	ms := s.readMarkers(ctx)
-	found, failed := 0, 0
-	for _, m := range ms {
-		switch {
-		case m.err != nil:
-			failed++
-		case m.exists():
-			found++
+	count := func(ms []marker) (found, failed int) {
+		for _, m := range ms {
+			switch {
+			case m.err != nil:
+				failed++
+			case m.exists():
+				found++
+			}
 		}
+		return found, failed
 	}
+	ms := s.readMarkers(ctx)
+	found, failed := count(ms)
 	mode := "lost" // for shards without a marker
 	if found == 0 {
 		if failed > 0 {
 			return fmt.Errorf("redisstore: start: prefix %q has no shard marker on the shards that answered, and %d shards could not be read, so New cannot tell a new prefix from one that holds records; try again when every shard answers: %w",
 				s.cfg.prefix, failed, firstErr(ms))
 		}
-		// No marker anywhere: a new prefix, unless keys of its form are
+		// No marker anywhere: a new prefix, unless records are indexed
 		// there already (records whose markers were deleted): those are
 		// refused, never taken for a new prefix's.
-		if key, err := s.anyKey(ctx); err != nil {
+		key, err := s.anyIndexed(ctx)
+		if err != nil {
 			return err
-		} else if key != "" {
-			return fmt.Errorf("redisstore: start: %w: prefix %q has no shard marker but holds keys of its form (such as %s): its markers were deleted, so its records cannot be checked against a loss: use a new prefix",
-				ErrLayout, s.cfg.prefix, key)
+		}
+		if key != "" {
+			// Another process may have just initialised the prefix and
+			// written records (New on several replicas at once): then its
+			// markers are there now, and this one initialises the prefix
+			// with it (writing a marker only where none is yet).
+			ms = s.readMarkers(ctx)
+			if again, _ := count(ms); again == 0 {
+				return fmt.Errorf("redisstore: start: %w: prefix %q has no shard marker but indexes records (%s is not empty): its markers were deleted, so its records cannot be checked against a loss: use a new prefix",
+					ErrLayout, s.cfg.prefix, key)
+			}
 		}
 		mode = "init"
 		s.openedNew = true
@@ -389,53 +401,30 @@ func (s *Store) AcceptLoss(ctx context.Context, note string) error {
 	return nil
 }
 
-// anyKey returns a key of this prefix's form (<prefix>:{<prefix>:...) on
-// any master, or "" when there is none. New calls it only for a prefix
-// without any marker, before writing them. Other keys that begin with the
-// prefix (another prefix "acme:eu" beside "acme", a webhook inbox's
-// "pagpolar:webhook") are not this store's.
-func (s *Store) anyKey(ctx context.Context) (string, error) {
-	glob := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
-	match := glob.Replace(s.cfg.prefix) + ":{" + glob.Replace(s.cfg.prefix) + ":*"
-	scan := func(ctx context.Context, c redis.Cmdable) (string, error) {
-		var cursor uint64
-		for {
-			keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
-			if err != nil {
-				return "", err
-			}
-			if len(keys) > 0 {
-				return keys[0], nil
-			}
-			if cursor = next; cursor == 0 {
-				return "", nil
-			}
+// anyIndexed returns the name of an index of this prefix that lists a
+// record (each shard's ix:<state> sorted sets: every record is in one,
+// written by the same script), or "" when none does. New calls it only
+// for a prefix without any marker, before writing them: one EXISTS per
+// shard (its indexes share its hash slot), whatever else the server holds.
+func (s *Store) anyIndexed(ctx context.Context) (string, error) {
+	for shard := range s.cfg.shards {
+		var keys []string
+		for _, st := range indexStates() {
+			keys = append(keys, s.indexKey(shard, st))
 		}
-	}
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		var (
-			mu    sync.Mutex
-			found string
-		)
-		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			k, err := scan(ctx, n)
-			mu.Lock()
-			defer mu.Unlock()
-			if k != "" && found == "" {
-				found = k
-			}
-			return err
-		})
+		n, err := s.client.Exists(ctx, keys...).Result()
 		if err != nil {
-			return "", wrapErr("start: scan", s.cfg.prefix+":*", err)
+			return "", wrapErr("start: indexes", s.shardTag(shard)+"ix:*", err)
 		}
-		return found, nil
-	default:
-		k, err := scan(ctx, s.client)
-		if err != nil {
-			return "", wrapErr("start: scan", s.cfg.prefix+":*", err)
+		if n == 0 {
+			continue
 		}
-		return k, nil
+		for _, k := range keys {
+			if m, err := s.client.Exists(ctx, k).Result(); err == nil && m > 0 {
+				return k, nil
+			}
+		}
+		return keys[0], nil
 	}
+	return "", nil
 }

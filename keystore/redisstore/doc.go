@@ -23,9 +23,9 @@
 //
 // Every marker names the record layout. New refuses, with an error
 // wrapping ErrLayout that names the marker, a prefix whose markers name
-// another layout or none, and, naming a key, a prefix without any marker
-// that holds keys of its form (its markers were deleted, so its records
-// cannot be checked against a loss); a record key holding anything else than a record
+// another layout or none, and, naming an index, a prefix without any
+// marker whose indexes list records (its markers were deleted, so its
+// records cannot be checked against a loss); a record key holding anything else than a record
 // of this layout is refused the same way by every call, and left as it is.
 // Nothing is converted: start a new prefix.
 //

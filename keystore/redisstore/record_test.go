@@ -152,27 +152,30 @@ func TestNew_RefusesAnotherLayout(t *testing.T) {
 }
 
 // TestNew_RefusesKeysWithoutMarkers: a prefix without any shard marker is
-// new only if it holds no key of its form: records whose markers were
-// deleted are refused with an error wrapping ErrLayout that names one, and
-// nothing is written. Keys of other forms that begin with the prefix
-// (another prefix "acme:eu" beside "acme", a webhook inbox's) are not the
-// store's, and leave it new.
+// new only if none of its indexes lists a record: records whose markers
+// were deleted are refused with an error wrapping ErrLayout that names the
+// index, and nothing is written. Keys of other forms that begin with the
+// prefix (another prefix "acme:eu" beside "acme", a webhook inbox's) are
+// not the store's, and leave it new.
 func TestNew_RefusesKeysWithoutMarkers(t *testing.T) {
 	redisOptions(t)
 	admin, _ := startRedis(t)
 	ctx := context.Background()
 	quiet := WithLogger(quietLogger())
 
-	key := "orphan:{orphan:3}:op:pix:order-1"
-	if err := admin.Set(ctx, key, "x", 0).Err(); err != nil {
+	s := &Store{cfg: defaultConfig()}
+	s.cfg.prefix = "orphan"
+	ix := s.indexKey(3, keystore.StatePending)
+	if err := admin.ZAdd(ctx, ix, redis.Z{Score: 1, Member: "pix:order-1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Set(ctx, s.recordKey("pix:order-1"), "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	_, err := New(admin, WithPrefix("orphan"), quiet, DeclaredNew("test"))
-	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), key) {
-		t.Fatalf("New on records without markers: %v, want ErrLayout naming %s", err, key)
+	if !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), ix) {
+		t.Fatalf("New on indexed records without markers: %v, want ErrLayout naming %s", err, ix)
 	}
-	s := &Store{cfg: defaultConfig()}
-	s.cfg.prefix = "orphan"
 	if admin.Exists(ctx, s.markKey(0)).Val() != 0 {
 		t.Fatal("a marker was written")
 	}
