@@ -5,6 +5,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"runtime"
 	"strings"
@@ -28,22 +29,9 @@ func TestPostgresLockedBatchAnswersEachWriteOnce(t *testing.T) {
 	db := pg.get(t)
 	const callTimeout = time.Second
 	ctx := context.Background()
-	// Not newPostgres: its clean-up's Close would wait for good on a stuck
-	// writer, where this test fails instead.
-	table := "pagpolar_test_" + randomSuffix(t)
-	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithCallTimeout(callTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, tb := range []string{table, table + "_meta"} {
-			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tb)
-		}
-	})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, table := unclosedPostgres(t, db, callTimeout)
 	held := make([]keystore.Record, 8)
+	var err error
 	for i := range held {
 		if held[i], err = s.Create(ctx, rec(fmt.Sprintf("locked-%d", i)), "w", time.Hour); err != nil {
 			t.Fatal(err)
@@ -111,19 +99,7 @@ func TestPostgresCloseWaitsForAWriteRunningAlone(t *testing.T) {
 	t.Cleanup(pg.close)
 	db := pg.get(t)
 	ctx := context.Background()
-	table := "pagpolar_test_" + randomSuffix(t)
-	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithCallTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, tb := range []string{table, table + "_meta"} {
-			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tb)
-		}
-	})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, table := unclosedPostgres(t, db, 2*time.Second)
 	r, err := s.Create(ctx, rec("held"), "w", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -181,4 +157,26 @@ func stuckAnswers() string {
 		}
 	}
 	return strings.Join(out, "\n\n")
+}
+
+// unclosedPostgres returns a migrated store on a table of its own in db,
+// dropped on clean-up, that the test closes itself. Not newPostgres: its
+// clean-up's Close would wait for good on a stuck writer, where these
+// tests fail instead.
+func unclosedPostgres(t *testing.T, db *sql.DB, callTimeout time.Duration) (*sqlstore.Store, string) {
+	t.Helper()
+	table := "pagpolar_test_" + randomSuffix(t)
+	s, err := sqlstore.New(db, sqlstore.WithTable(table), sqlstore.WithCallTimeout(callTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tb := range []string{table, table + "_meta"} {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tb)
+		}
+	})
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, table
 }
