@@ -188,13 +188,20 @@ func (s *Store) openParts(ctx context.Context) error {
 			// markers are there now, and this one initialises the prefix
 			// with it (writing a marker only where none is yet).
 			ms = s.readMarkers(ctx)
-			if again, _ := count(ms); again == 0 {
+			again, failed := count(ms)
+			switch {
+			case again == 0 && failed > 0:
+				return fmt.Errorf("redisstore: start: prefix %q has no shard marker but indexes records (%s), and %d shards could not be read again; try again when every shard answers: %w",
+					s.cfg.prefix, key, failed, firstErr(ms))
+			case again == 0:
 				return fmt.Errorf("redisstore: start: %w: prefix %q has no shard marker but indexes records (%s is not empty): its markers were deleted, so its records cannot be checked against a loss: use a new prefix",
 					ErrLayout, s.cfg.prefix, key)
 			}
 		}
 		mode = "init"
-		s.openedNew = true
+		// Only a prefix found empty is new: one another process has begun
+		// writing records in is not this one's to declare.
+		s.openedNew = key == ""
 		s.cfg.logger.DebugContext(ctx, "redisstore: new prefix: writing its shard markers",
 			slog.String("prefix", s.cfg.prefix), slog.Int("shards", s.cfg.shards))
 	}
@@ -405,26 +412,33 @@ func (s *Store) AcceptLoss(ctx context.Context, note string) error {
 // record (each shard's ix:<state> sorted sets: every record is in one,
 // written by the same script), or "" when none does. New calls it only
 // for a prefix without any marker, before writing them: one EXISTS per
-// shard (its indexes share its hash slot), whatever else the server holds.
+// shard (its indexes share its hash slot), pipelined, whatever else the
+// server holds.
 func (s *Store) anyIndexed(ctx context.Context) (string, error) {
-	for shard := range s.cfg.shards {
-		var keys []string
-		for _, st := range indexStates() {
-			keys = append(keys, s.indexKey(shard, st))
+	keys := make([][]string, s.cfg.shards)
+	cmds := make([]*redis.IntCmd, s.cfg.shards)
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for shard := range keys {
+			for _, st := range indexStates() {
+				keys[shard] = append(keys[shard], s.indexKey(shard, st))
+			}
+			cmds[shard] = p.Exists(ctx, keys[shard]...)
 		}
-		n, err := s.client.Exists(ctx, keys...).Result()
-		if err != nil {
-			return "", wrapErr("start: indexes", s.shardTag(shard)+"ix:*", err)
-		}
-		if n == 0 {
+		return nil
+	})
+	if err != nil {
+		return "", wrapErr("start: indexes", s.cfg.prefix, err)
+	}
+	for shard, c := range cmds {
+		if c.Val() == 0 {
 			continue
 		}
-		for _, k := range keys {
+		for _, k := range keys[shard] {
 			if m, err := s.client.Exists(ctx, k).Result(); err == nil && m > 0 {
 				return k, nil
 			}
 		}
-		return keys[0], nil
+		return keys[shard][0], nil
 	}
 	return "", nil
 }
