@@ -102,6 +102,7 @@ func TestClaim_RefundInFlightOnTheSameSaleIsNotTaken(t *testing.T) {
 // Both operations report one refund; the customer was refunded once for
 // two. The control: B's claim written (no deadline), A is not fooled.
 func TestClaim_SucceededRefundWithoutClaimIsNotTaken(t *testing.T) {
+	t.Parallel()
 	for _, deadline := range []bool{true, false} {
 		name := "b-deadline-ends-with-the-answer"
 		if !deadline {
@@ -236,6 +237,7 @@ func TestClaim_ContestedComparesEveryAmountReading(t *testing.T) {
 // recorded as that operation's (a claim): this operation's lookup must not
 // take it for its own.
 func TestClaim_RefundClaimedByAnotherOperationIsNotOurs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	sale, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "order-claim", Customer: goodCustomer, CardToken: "tok_ok"})
 	if err != nil {

@@ -281,8 +281,12 @@ func TestDeadline_NoCallOutlivesItsContextWhenTheStoreStalls(t *testing.T) {
 	if longtest.Enabled() {
 		pauses = append(pauses, 30*time.Second)
 	}
-	// Timers on a loaded 2-core machine fire late by a few milliseconds;
-	// the bound allows 100 ms of that and nothing else.
+	// The bound is the deadline plus the grace, plus what the scheduler
+	// adds: 100 ms of timer slack, and three times the largest lateness
+	// the probe saw while the calls ran (the return after the grace ends
+	// crosses about three wake-ups: the grace's timer, the store call's
+	// return, the call's own). Idle, that adds a few milliseconds; on a
+	// CI run at load 15 with -race, the probe measured hundreds.
 	const bound = 2*time.Second + pagpolar.DefaultDeadlineGrace + 100*time.Millisecond
 	for _, pause := range pauses {
 		for name, open := range stores {
@@ -290,19 +294,22 @@ func TestDeadline_NoCallOutlivesItsContextWhenTheStoreStalls(t *testing.T) {
 				t.Parallel()
 				p := open(t)
 				storetest.DeclareNew(t, p.store)
+				probe := startLagProbe()
 				calls := callsUnderPause(t, p, pause)
+				lag := probe.Stop()
+				limit := bound + 3*lag
 				var worst pausedCall
 				late := 0
 				for _, c := range calls {
 					if c.elapsed > worst.elapsed {
 						worst = c
 					}
-					if c.elapsed > bound {
+					if c.elapsed > limit {
 						late++
-						t.Errorf("%s returned after %v (deadline 2 s + grace %v): %v", c.path, c.elapsed.Round(time.Millisecond), pagpolar.DefaultDeadlineGrace, c.err)
+						t.Errorf("%s returned after %v (deadline 2 s + grace %v + slack, the scheduler's lag %v included: %v): %v", c.path, c.elapsed.Round(time.Millisecond), pagpolar.DefaultDeadlineGrace, lag.Round(time.Millisecond), limit.Round(time.Millisecond), c.err)
 					}
 				}
-				t.Logf("%s, paused %v: %d calls, %d later than deadline + grace; worst overrun past the 2 s deadline: %v (%s: %v)", name, pause, len(calls), late, (worst.elapsed - 2*time.Second).Round(time.Millisecond), worst.path, worst.err)
+				t.Logf("%s, paused %v: %d calls, %d later than deadline + grace + slack; worst overrun past the 2 s deadline: %v (%s: %v); scheduler lag at most %v", name, pause, len(calls), late, (worst.elapsed - 2*time.Second).Round(time.Millisecond), worst.path, worst.err, lag.Round(time.Millisecond))
 			})
 		}
 	}

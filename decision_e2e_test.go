@@ -40,6 +40,7 @@ func wantDecision(t *testing.T, what string, got, want Decision) {
 }
 
 func TestDecision_PendingCardOnEveryPath(t *testing.T) {
+	t.Parallel()
 	for _, status := range []string{wire.SaleStatusPending, wire.SaleStatusInAnalysis, "zz_antifraud_queue"} {
 		want := decisionOf(effSale, status)
 		t.Run(status, func(t *testing.T) {

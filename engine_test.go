@@ -262,6 +262,7 @@ func TestSafetyRule9_FiftyGoroutines_EveryRoute(t *testing.T) {
 // store that never knew (a fresh empty one), shows the second sale the
 // refusal prevents.
 func TestSafetyRule13_ForgottenStoreSendsNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.warm(t, f.c)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThen500, Times: 1})
@@ -330,6 +331,7 @@ func (s *lostCreateReply) Create(ctx context.Context, rec keystore.Record, owner
 // the next call (another worker's too) takes it at once instead of waiting
 // a LeaseTTL, sends once, and the ledger holds one sale.
 func TestLostCreateReplySendsNothingAndFreesTheLease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	ls := &lostCreateReply{Store: f.store}
 	ls.armed.Store(true)

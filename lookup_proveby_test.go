@@ -74,6 +74,7 @@ func TestLookup_FreshProcessKeepsTheProofDateOfAWarmFirstSend(t *testing.T) {
 // again. A clock probe before such a lookup prevents it, but made first
 // sends on stores with short leases wait past them; not done yet.
 func TestKnownExposure_FreshProcessOnAnUnprovenStoreTrustsACachedListWithoutAge(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithShapes(pagpolartest.ShapeCacheNoAge)})
 	f.warm(t, f.c)
 	if _, err := f.c.Payments.SalesByExternalReference(f.ctx, "order-lost"); err != nil {

@@ -37,6 +37,7 @@ import (
 // headers (X-Total-Count), and with Portuguese markers ("paginacao",
 // "proxima_pagina") that contain none of pagingWords.
 func TestLookup_UnreadPagingNeverProvesNotFound(t *testing.T) {
+	t.Parallel()
 	styles := []string{"fractal-meta-pagination", "bare-array-x-total-count", "portuguese-markers"}
 	for _, style := range styles {
 		t.Run(style, func(t *testing.T) {
@@ -337,6 +338,7 @@ func TestLookup_AgeZeroOnEveryAnswerIsNotACachedCopy(t *testing.T) {
 // before the trust moment and missing the sale, passes as fresh: a trusted
 // not-found, and the resend charges again (the key was released).
 func TestLookup_CachedCopyAgeCountsFromTheSend(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	u, _ := url.Parse(f.srv.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)

@@ -31,6 +31,7 @@ import (
 // the checkout): the record says not_executed, the condition went away,
 // and the order is charged — the operation reported failed, then charged.
 func TestUnrecordedOutcome_RefusalSurvivesResumeAll(t *testing.T) {
+	t.Parallel()
 	for _, resume := range []string{"ResumeAll", "Resume", "control/none"} {
 		t.Run(resume, func(t *testing.T) {
 			f := newFixture(t, nil)
@@ -81,6 +82,7 @@ func TestUnrecordedOutcome_RefusalSurvivesResumeAll(t *testing.T) {
 // unknown. The caller, told the charge failed, charges under a new
 // operation ID: two sales for one order.
 func TestUnrecordedOutcome_NeverOverwritesANewerRecord(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	st := &failingUpdateStore{Memory: keystore.NewMemoryWithClock(f.srv.Clock)}
 	hostA := f.client(t, WithStore(st))
@@ -216,6 +218,7 @@ func checkStatusOutcome(t *testing.T, err, want error) {
 // the mismatch for a collision and recorded failed with ErrParamsMismatch
 // while the sale existed.
 func TestOutcome_UnverifiableReplayStaysUnknown(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	// The answer names no sale and spells the method otherwise; the
 	// lookups never list the sale (a lookup that lags for good).

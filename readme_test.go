@@ -12,6 +12,7 @@ import (
 // TestReadmeQuickStartCompiles builds the README's quick start as written,
 // in a scratch module that uses this checkout of the SDK.
 func TestReadmeQuickStartCompiles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a program")
 	}

@@ -254,6 +254,7 @@ func TestSafetyRule5_NoLookupMeansUnknown(t *testing.T) {
 // reads "not found" falsely and the resend charges again. With a SettleDelay
 // longer than the lag the same scenario charges once.
 func TestSafetyRule5_LookupLagExposure(t *testing.T) {
+	t.Parallel()
 	run := func(settle, lag time.Duration) int {
 		pol := testPolicy()
 		pol.SettleDelay = settle

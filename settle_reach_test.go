@@ -24,6 +24,7 @@ import (
 // answers after the POST show the API's clock ahead of anything the POST
 // answer's Date allows, so that Date cannot tell that waiting is in vain.
 func TestSettle_PostAnswersFromAClockBehindStillSettle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	base := bodyProxy(t, f, func(r *http.Request, status int, h http.Header, body []byte) []byte {
 		if d, err := http.ParseTime(h.Get("Date")); err == nil && r.Method == http.MethodPost {
@@ -52,6 +53,7 @@ func TestSettle_PostAnswersFromAClockBehindStillSettle(t *testing.T) {
 // current within the call's wait: the charge settles by a trusted
 // not-found and one resend, not "outcome unknown" at the trust moment.
 func TestSettle_ClockSteppedForwardAfterTheLastPostStillSettles(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	var behind atomic.Bool
 	behind.Store(true)

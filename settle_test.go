@@ -32,6 +32,7 @@ import (
 // Host 1 alone, or host 2 with an exact clock, settles on the one sale
 // (the "control" subtests).
 func TestSettle_NotFoundWindowHoldsOnAnotherHostsClock(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		offset time.Duration

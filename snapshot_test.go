@@ -129,6 +129,7 @@ func TestSnapshot_AbsenceProvesNewDespiteTheServerClock(t *testing.T) {
 // snapshot; time excludes by SharedFloor) settle on the real sale: the
 // control.
 func TestSharedKey_ColdOperationKeepsTheSharedFloor(t *testing.T) {
+	t.Parallel()
 	for _, cold := range []bool{true, false} {
 		name := "cold-hosts"
 		if !cold {
@@ -192,6 +193,7 @@ func TestSharedKey_ColdOperationKeepsTheSharedFloor(t *testing.T) {
 // snapshot and old first send, and settled on another operation's refund
 // made in between: one refund lost, both operations "succeeded".
 func TestSnapshot_RetakenAfterNotExecuted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	sale, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "order-snap", Customer: goodCustomer, CardToken: "tok_ok"})
 	if err != nil {
@@ -224,6 +226,7 @@ func TestSnapshot_RetakenAfterNotExecuted(t *testing.T) {
 // made just before, is missing from the snapshot and was later taken for
 // this operation's (the ClockSkew allowance working backwards).
 func TestSnapshot_RobustToALaggingList(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	sale, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "order-lag", Customer: goodCustomer, CardToken: "tok_ok"})
 	if err != nil {
@@ -249,6 +252,7 @@ func TestSnapshot_RobustToALaggingList(t *testing.T) {
 // settled not_executed before it ever had one (Resume of a crash during its
 // snapshot) took none when called again.
 func TestSnapshot_NothingSentWithoutOne(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	sale, err := f.c.Payments.CreditCard(f.ctx, CreditCardParams{OfferID: "offer-premium", ExternalReference: "order-nosnap", Customer: goodCustomer, CardToken: "tok_ok"})
 	if err != nil {

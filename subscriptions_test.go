@@ -123,6 +123,7 @@ func TestPlanChange_AnsweredWithTheSubscription(t *testing.T) {
 
 // A plan change found by lookup is taken as success whatever its status.
 func TestPlanChange_FoundByLookupHasItsStatusChecked(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	sub, err := f.c.Subscriptions.Subscribe(f.ctx, SubscribeParams{OfferID: "plan-basic", ExternalReference: "sub-st", Customer: goodCustomer, PaymentMethod: "pix"})
 	if err != nil {

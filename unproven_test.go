@@ -19,6 +19,7 @@ import (
 // while nobody watched, opened again as if new) charges nothing twice:
 // each first send is looked up first.
 func TestUnproven_NewProcessOnEmptiedStoreChargesNothingTwice(t *testing.T) {
+	t.Parallel()
 	r := storetest.HistoryLossRun(t, 20,
 		func(*testing.T) keystore.Store { return keystore.NewMemory() },
 		func(*testing.T) {},

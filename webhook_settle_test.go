@@ -191,6 +191,7 @@ func TestSettleFromWebhook_EarlierTrysDeclineDoesNotSettleTheRetry(t *testing.T)
 // record (local_record). The same body without "test" is a real event:
 // the control settles nothing false because the sale it names is real.
 func TestSettleFromWebhook_TestEventSettlesNothing(t *testing.T) {
+	t.Parallel()
 	for _, cold := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cold=%v", cold), func(t *testing.T) {
 			f := newFixture(t, nil)

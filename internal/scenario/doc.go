@@ -58,8 +58,9 @@
 // Faults are matched per request in order and decided by the seed
 // (WithDeterministicFaults).
 //
-// Budgets: go test runs 300 scenarios (about a minute and a half on the
-// project's 2-core machine; 20 with -short) and prints the figures; rapid
+// Budgets: go test runs 100 scenarios, 300 with PAGPOLAR_LONG=1 (CI's
+// bounded hunt, about two minutes on the project's 2-core machine), 20
+// with -short, and prints the figures; rapid
 // prints the seed of a failure and shrinks it to a minimal scenario,
 // printed in words and as Go source for a regression test:
 //

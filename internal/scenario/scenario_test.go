@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/pagpolar/pagpolar-go"
+	"github.com/pagpolar/pagpolar-go/internal/longtest"
 )
 
 // figures sums what the scenarios of one test found.
@@ -106,9 +107,13 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	r.msg = fmt.Sprintf(format, args...)
 }
 
-// defaultChecks is the CI budget: about two minutes on the project's
+// defaultChecks is the README command's budget; longChecks, with
+// PAGPOLAR_LONG=1, CI's bounded hunt: about two minutes on the project's
 // 2-core machine. -rapid.checks=N (or SCENARIO_CHECKS=N) hunts longer.
-const defaultChecks = 300
+const (
+	defaultChecks = 100
+	longChecks    = 300
+)
 
 // TestScenarios draws scenarios and checks the ledger invariants on each
 // (see Check). A failure prints the minimal scenario (rapid shrinks it),
@@ -118,6 +123,9 @@ const defaultChecks = 300
 func TestScenarios(t *testing.T) {
 	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" { // rapid's default: not set by the caller
 		n := defaultChecks
+		if longtest.Enabled() {
+			n = longChecks
+		}
 		if s := os.Getenv("SCENARIO_CHECKS"); s != "" {
 			n, _ = strconv.Atoi(s)
 		}
