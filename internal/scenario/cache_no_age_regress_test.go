@@ -41,3 +41,18 @@ func TestScenario_FreshProcessTrustsACopyWithoutAge(t *testing.T) {
 		}
 	}
 }
+
+// A micro-cache in front of the API serves every list URL's first answer
+// again, with that answer's own Date and no Age (the cache-no-age shape).
+// A PIX charge takes its pre-send snapshot (the first read of the order's
+// sales, which the cache keeps), is committed, and an intermediary answers
+// 502 after the API released the key. The charge's own lookup is then
+// served the snapshot's copy: dated before the send, it is not the list as
+// it is now, so it proves nothing. Taken for the current list, it says
+// "not found" and the client sends again: the order is charged twice by
+// PIX in one call.
+func TestScenario_CopyDatedBeforeTheSendIsNotACurrentList(t *testing.T) {
+	checkScenario(t, Scenario{Seed: 1, Shapes: []pagpolartest.Shape{pagpolartest.ShapeCacheNoAge}, Clients: 1, Steps: []Step{
+		{Do: DoPix, Faults: []Fault{{Action: pagpolartest.FaultGatewayAfterCommit, Status: 502}}},
+	}}, nil)
+}
