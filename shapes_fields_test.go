@@ -110,6 +110,17 @@ func TestShapes_SparseItemIsNotThisOperationsEffect(t *testing.T) {
 	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("pix: %v, want unknown", err)
 	}
+	// Settled later by lookup, past every window: the boleto sale, new
+	// since the snapshot and showing neither method nor offer, is still no
+	// proof of the PIX's effect.
+	f.srv.Clock.Advance(time.Hour)
+	r, rerr := c.Resume(f.ctx, "pix:order-sparse")
+	if rerr != nil {
+		t.Fatalf("resume: %v", rerr)
+	}
+	if r.State == keystore.StateSucceeded {
+		t.Fatalf("resume settled the never-processed PIX %s (ref %q) while the only sale under the order is the boleto's: %+v", r.State, r.Ref, r)
+	}
 }
 
 func TestShapes_CachedListWithoutAgeDoesNotSettleNotExecuted(t *testing.T) {
