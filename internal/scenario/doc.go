@@ -35,6 +35,12 @@
 //     replay), the store forgetting everything or its newest record, and
 //     the operator accepting the loss.
 //
+// Each scenario first draws its swarm (draw.go): the step actions and
+// money faults its steps may pick, each kept with even odds (one scenario
+// in four keeps all). A world whose API fails in two ways meets those two
+// often, so a bug that needs one route, one fault and a second process
+// turns up in tens of scenarios instead of thousands.
+//
 // Run executes a scenario on a fresh fake and Check (invariants.go) is the
 // specification it is held to: no operation with two successful effects;
 // no effect under a key no operation has; a success names an effect of

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"slices"
 	"time"
 
 	"pgregory.net/rapid"
@@ -23,7 +24,8 @@ func Draw(t *rapid.T) Scenario {
 	sc.APIClock = drawAPIClock(t)
 	sc.ClientSkew = rapid.SampledFrom([]time.Duration{0, 0, 0, -90 * time.Second, 3 * time.Minute, -2 * time.Hour, 700 * time.Millisecond}).Draw(t, "client-skew")
 	sc.Cache = rapid.SampledFrom([]Cache{CacheNone, CacheNone, CacheNone, CacheStale, CacheAgeZero, CacheStaleGarbled, CacheStaleTwoAges, CacheStaleNoAge}).Draw(t, "cache")
-	sc.Steps = rapid.SliceOfN(drawStep(sc.Clients), 1, 8).Draw(t, "steps")
+	sw := drawSwarm(t)
+	sc.Steps = rapid.SliceOfN(drawStep(sc.Clients, sw), 1, 8).Draw(t, "steps")
 	if len(sc.Steps) > 0 {
 		sc.Steps[0].Concurrent = false
 	}
@@ -79,11 +81,75 @@ var stepActions = []Action{
 	DoResume, DoResumeAll, DoRestart, DoAdvance, DoClientStep, DoWebhooks, DoPay, DoAmnesia, DoForgetOne, DoAcceptLoss,
 }
 
-func drawStep(clients int) *rapid.Generator[Step] {
+// moneyFaults are what a money request can meet (drawFault says what each
+// stands for); the card's decline is added for cards.
+var moneyFaults = []pagpolartest.FaultAction{
+	pagpolartest.FaultCommitThenDrop,       // the answer is lost after the sale was made
+	pagpolartest.FaultCommitDropRelease,    // lost, and the key released (an error after the commit)
+	pagpolartest.FaultDropBeforeProcessing, // the request is lost before the API
+	pagpolartest.FaultCommitThen500,        // 500 after the commit
+	pagpolartest.FaultCommitThen500After,   // a slow 500 after the commit, key in processing meanwhile
+	pagpolartest.Fault500NoCommit,          // 500, nothing made
+	pagpolartest.FaultHold,                 // slow processing (409 to a resend meanwhile)
+	pagpolartest.FaultLookupLag,            // a replica behind the commit
+	pagpolartest.FaultGateway,              // an intermediary's 502/503/504, nothing processed
+	pagpolartest.FaultGatewayAfterCommit,   // an intermediary's error after the commit
+	pagpolartest.FaultRateLimit,            // 429
+	pagpolartest.FaultUnavailable,          // the API's own 503
+	pagpolartest.FaultLatency,              // a slow network
+}
+
+// swarm is the part of the world one scenario lives in: which step
+// actions and which money faults its draws may pick. A scenario that may
+// meet every fault meets each rarely; one whose API fails in two ways
+// meets those two often, so a bug that needs one route, one fault and a
+// second process on that route turns up in tens of scenarios instead of
+// thousands ("swarm testing": Groce et al., ISSTA 2012). The swarm is
+// drawn per scenario, so over many scenarios every combination is tried;
+// a scenario printed as Go source lists its steps, not its swarm.
+type swarm struct {
+	actions []Action
+	faults  []pagpolartest.FaultAction
+}
+
+// drawSwarm keeps each step action and each money fault with even odds.
+// It shrinks toward a PIX charge alone, without faults. In one scenario of
+// four it keeps everything: the world in which all of it happens at once.
+func drawSwarm(t *rapid.T) swarm {
+	if rapid.IntRange(0, 3).Draw(t, "swarm-all") == 3 {
+		return swarm{actions: stepActions, faults: moneyFaults}
+	}
+	var sw swarm
+	for _, a := range stepActions {
+		if rapid.Bool().Draw(t, "swarm-action") {
+			sw.actions = append(sw.actions, a)
+		}
+	}
+	if !hasCall(sw.actions) {
+		sw.actions = append(sw.actions, DoPix)
+	}
+	for _, f := range moneyFaults {
+		if rapid.Bool().Draw(t, "swarm-fault") {
+			sw.faults = append(sw.faults, f)
+		}
+	}
+	return sw
+}
+
+func hasCall(actions []Action) bool {
+	for _, a := range actions {
+		if a.isCall() {
+			return true
+		}
+	}
+	return false
+}
+
+func drawStep(clients int, sw swarm) *rapid.Generator[Step] {
 	return rapid.Custom(func(t *rapid.T) Step {
 		st := Step{
 			Actor: rapid.IntRange(0, clients-1).Draw(t, "actor"),
-			Do:    rapid.SampledFrom(stepActions).Draw(t, "do"),
+			Do:    rapid.SampledFrom(sw.actions).Draw(t, "do"),
 			Order: rapid.IntRange(0, 1).Draw(t, "order"),
 			N:     rapid.IntRange(0, 1).Draw(t, "n"),
 		}
@@ -98,7 +164,7 @@ func drawStep(clients int) *rapid.Generator[Step] {
 			st.Of = rapid.SampledFrom([]Action{DoPix, DoBoleto, DoCard, DoSubscribe, DoRefund, DoPlanChange}).Draw(t, "of")
 		}
 		if st.Do.isCall() {
-			st.Faults = rapid.SliceOfN(drawFault(st.Do == DoCard || st.Do == DoSubscribe), 0, 3).Draw(t, "faults")
+			st.Faults = rapid.SliceOfN(drawFault(sw.faults, st.Do == DoCard || st.Do == DoSubscribe), 0, 3).Draw(t, "faults")
 			st.Truncate = rapid.IntRange(0, 7).Draw(t, "truncate") == 0
 			st.GiveUp = rapid.IntRange(0, 9).Draw(t, "give-up") == 0
 		}
@@ -109,9 +175,14 @@ func drawStep(clients int) *rapid.Generator[Step] {
 
 // drawFault draws what one request meets: every failure SAFETY.md reasons
 // about, on the money route or on its lookup.
-func drawFault(card bool) *rapid.Generator[Fault] {
+func drawFault(allowed []pagpolartest.FaultAction, card bool) *rapid.Generator[Fault] {
 	return rapid.Custom(func(t *rapid.T) Fault {
-		if rapid.IntRange(0, 4).Draw(t, "on-lookup") == 0 {
+		actions := slices.Clone(allowed)
+		if card {
+			actions = append(actions, pagpolartest.FaultDecline) // the card is declined
+		}
+		// A swarm without money faults meets faults on its lookups only.
+		if len(actions) == 0 || rapid.IntRange(0, 4).Draw(t, "on-lookup") == 0 {
 			f := Fault{Read: true, Action: rapid.SampledFrom([]pagpolartest.FaultAction{
 				pagpolartest.Fault500NoCommit, pagpolartest.FaultGateway, pagpolartest.FaultDropBeforeProcessing,
 				pagpolartest.FaultRateLimit, pagpolartest.FaultHold}).Draw(t, "lookup-fault")}
@@ -122,24 +193,6 @@ func drawFault(card bool) *rapid.Generator[Fault] {
 				f.Delay = rapid.SampledFrom([]time.Duration{100 * time.Millisecond, 1500 * time.Millisecond}).Draw(t, "delay")
 			}
 			return f
-		}
-		actions := []pagpolartest.FaultAction{
-			pagpolartest.FaultCommitThenDrop,       // the answer is lost after the sale was made
-			pagpolartest.FaultCommitDropRelease,    // lost, and the key released (an error after the commit)
-			pagpolartest.FaultDropBeforeProcessing, // the request is lost before the API
-			pagpolartest.FaultCommitThen500,        // 500 after the commit
-			pagpolartest.FaultCommitThen500After,   // a slow 500 after the commit, key in processing meanwhile
-			pagpolartest.Fault500NoCommit,          // 500, nothing made
-			pagpolartest.FaultHold,                 // slow processing (409 to a resend meanwhile)
-			pagpolartest.FaultLookupLag,            // a replica behind the commit
-			pagpolartest.FaultGateway,              // an intermediary's 502/503/504, nothing processed
-			pagpolartest.FaultGatewayAfterCommit,   // an intermediary's error after the commit
-			pagpolartest.FaultRateLimit,            // 429
-			pagpolartest.FaultUnavailable,          // the API's own 503
-			pagpolartest.FaultLatency,              // a slow network
-		}
-		if card {
-			actions = append(actions, pagpolartest.FaultDecline) // the card is declined
 		}
 		// Asynchronous decisions the fake learns (a card answered pending
 		// and decided by a later event, a plan change scheduled for the
