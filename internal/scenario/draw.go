@@ -125,7 +125,7 @@ func drawSwarm(t *rapid.T) swarm {
 			sw.actions = append(sw.actions, a)
 		}
 	}
-	if !hasCall(sw.actions) {
+	if !slices.ContainsFunc(sw.actions, Action.isCall) {
 		sw.actions = append(sw.actions, DoPix)
 	}
 	for _, f := range moneyFaults {
@@ -134,15 +134,6 @@ func drawSwarm(t *rapid.T) swarm {
 		}
 	}
 	return sw
-}
-
-func hasCall(actions []Action) bool {
-	for _, a := range actions {
-		if a.isCall() {
-			return true
-		}
-	}
-	return false
 }
 
 func drawStep(clients int, sw swarm) *rapid.Generator[Step] {
