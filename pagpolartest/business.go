@@ -170,7 +170,7 @@ func (s *Server) recordSale(at stamp, method string, offer Offer, ref, dueDate, 
 		Amount:            offer.Amount,
 		OfferIdentifier:   offer.ID,
 		SubscriptionID:    subID,
-		CreatedAt:         formatTime(at.now),
+		CreatedAt:         formatTime(s.stepped(at.now)),
 	}
 	switch {
 	case declined:
@@ -230,7 +230,7 @@ func (s *Server) commitSubscribe(at stamp, offerID string, r *wire.SubscribeRequ
 		ExternalReference: r.ExternalReference,
 		PaymentMethod:     r.PaymentMethod,
 		NextBillingAt:     formatTime(at.now.AddDate(0, 1, 0)),
-		CreatedAt:         formatTime(at.now),
+		CreatedAt:         formatTime(s.stepped(at.now)),
 	}
 	if r.PaymentMethod == wire.MethodCreditCard {
 		sub.v.Status = wire.SubscriptionStatusActive
@@ -272,7 +272,7 @@ func (s *Server) commitPlanChange(at stamp, subID string, r *wire.PlanChangeRequ
 		FromOfferIdentifier: from,
 		OfferIdentifier:     offer.ID,
 		Status:              wire.PlanChangeStatusApplied,
-		CreatedAt:           formatTime(at.now),
+		CreatedAt:           formatTime(s.stepped(at.now)),
 	}
 	sub.changes = append(sub.changes, pc)
 	s.planChanges = append(s.planChanges, pc)
@@ -309,7 +309,7 @@ func (s *Server) commitRefund(at stamp, r *wire.RefundRequest) result {
 		SaleIdentifier: sl.v.Identifier,
 		Amount:         r.Amount,
 		Status:         wire.RefundStatusCompleted,
-		CreatedAt:      formatTime(at.now),
+		CreatedAt:      formatTime(s.stepped(at.now)),
 	}
 	if s.cfg.async.Refunds {
 		return s.requestRefund(sl, rf, at.now)

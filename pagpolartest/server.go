@@ -58,6 +58,8 @@ type Server struct {
 	srv         *http.Server
 	serveDone   chan struct{}
 	born        time.Time             // the Clock when the server was made (ShapeDateStepBack)
+	stepMu      sync.Mutex            // guards steps
+	steps       []clockStep           // StepClock: the API's own clock's steps, in order
 	listCache   map[string]cachedList // ShapeCacheNoAge's micro-cache, by credential and URL
 
 	handlers  sync.WaitGroup // running handlers; Add only while !closed (under mu)

@@ -253,7 +253,7 @@ func (s *Server) renderTime(v map[string]any, key string) {
 	if err != nil {
 		return
 	}
-	t = s.apiClock(t)
+	t = s.shapeClock(t)
 	if s.has(ShapeTimeZone) {
 		t = t.In(time.FixedZone("BRT", -3*3600))
 	} else {

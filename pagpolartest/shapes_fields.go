@@ -68,13 +68,54 @@ func (s *Server) renderNestedPlanChange(v map[string]any) {
 	}
 }
 
-// apiClock is the API's clock at true time t: an hour ahead for the
+// apiClock is the API's clock at true time t, as its Date headers show
+// it: off by the steps StepClock made up to t, and an hour ahead for the
 // server's first processing window under ShapeDateStepBack.
-func (s *Server) apiClock(t time.Time) time.Time {
+func (s *Server) apiClock(t time.Time) time.Time { return s.shapeClock(s.stepped(t)) }
+
+// shapeClock is ShapeDateStepBack's part of the API's clock, which the
+// creation times of effects also show when rendered.
+func (s *Server) shapeClock(t time.Time) time.Time {
 	if s.has(ShapeDateStepBack) && t.Before(s.born.Add(s.cfg.processingWindow)) {
 		return t.Add(time.Hour)
 	}
 	return t
+}
+
+// stepped is true time t on the API's own clock, by the steps StepClock
+// made up to t: what the effects made at t are stamped with.
+func (s *Server) stepped(t time.Time) time.Time {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	for i := len(s.steps) - 1; i >= 0; i-- {
+		if !s.steps[i].at.After(t) {
+			return t.Add(s.steps[i].off)
+		}
+	}
+	return t
+}
+
+// clockStep: from true time at on, the API's own clock runs off from the
+// Clock.
+type clockStep struct {
+	at  time.Time
+	off time.Duration
+}
+
+// StepClock steps the API's own clock by d from now on, as an NTP
+// correction on its servers would: the Date headers of every answer from
+// now on, and the creation times of the effects made from now on, run d
+// further from Clock. Effects made before keep the creation times their
+// clock stamped then. Steps add up; Clock itself (every wait, window and
+// expiry) does not move.
+func (s *Server) StepClock(d time.Duration) {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	off := d
+	if n := len(s.steps); n > 0 {
+		off += s.steps[n-1].off
+	}
+	s.steps = append(s.steps, clockStep{at: s.Clock.Now(), off: off})
 }
 
 // cachedList is a list answer the micro-cache of ShapeCacheNoAge keeps.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
@@ -31,6 +32,7 @@ type tap struct {
 	truncate map[Answers]int       // answers of a kind still to cut short
 	inFlight int                   // requests sent, not yet answered
 	sent     int                   // requests sent to the fake
+	deployed atomic.Bool           // a DoDeploy step ran: the Later mutations apply
 }
 
 type cachedCopy struct {
@@ -128,7 +130,7 @@ func (t *tap) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, rerr
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		body = t.mutate(kind, body)
+		body = t.mutate(kind, body, n)
 	}
 	t.date(resp.Header, n)
 	if t.sc.Cache == CacheAgeZero {
@@ -209,7 +211,7 @@ func (t *tap) date(h http.Header, n int) {
 	if ac.StepAt > 0 && n >= ac.StepAt {
 		shift += ac.Step
 	}
-	if ac.OtherHost != 0 && n%2 == 0 {
+	if ac.OtherHost != 0 && otherHost(n) {
 		shift += ac.OtherHost
 	}
 	if shift != 0 {
@@ -217,10 +219,18 @@ func (t *tap) date(h http.Header, n int) {
 	}
 }
 
-// mutate applies the scenario's mutations for kind to a 2xx body.
-func (t *tap) mutate(kind Answers, body []byte) []byte {
+// otherHost reports whether the n-th answer comes from the API's second
+// host: every other answer does.
+func otherHost(n int) bool { return n%2 == 0 }
+
+// mutate applies the scenario's mutations for kind to the n-th answer, a
+// 2xx body.
+func (t *tap) mutate(kind Answers, body []byte, n int) []byte {
 	var ms []Mutation
 	for _, m := range t.sc.Mutations {
+		if (m.OtherHost && !otherHost(n)) || (m.Later && !t.deployed.Load()) {
+			continue
+		}
 		if m.Answers == kind || m.Answers == AnyAnswer {
 			ms = append(ms, m)
 		}

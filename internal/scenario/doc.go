@@ -12,11 +12,19 @@
 //     numbers as strings and numeric strings as numbers, values in other
 //     case, times as Unix seconds, without a zone or in another zone,
 //     bodies wrapped, lists bare, paging markers without a next page,
-//     totals that say more, list items compacted to their ID and status;
+//     totals that say more, list items compacted to their ID and status,
+//     a field under its lookalike's name and value (offer_id: 3 for
+//     offer_identifier); half of them change a field the SDK compares in
+//     an answer a lookup reads, and only there; some edit the second
+//     API host's answers only (a rolling deploy) or apply once a step
+//     deploys the API's next version (DoDeploy), so that one kind of
+//     answer carries a field under two names or spellings;
 //   - the API's Date header (APIClock): shifted from the clock that
 //     stamps created_at, stepping forward or back at some answer, two
-//     hosts that disagree, missing on some answers; and the client hosts'
-//     clock (ClientSkew, DoClientStep);
+//     hosts that disagree, missing on some answers; the API's own clock
+//     stepping (DoAPIStep: its Date and the creation times it stamps
+//     from then on, as an NTP correction on its servers would); and the
+//     client hosts' clock (ClientSkew, DoClientStep);
 //   - a cache in front (Cache): copies served despite no-cache with a
 //     truthful Age, an unreadable Age or two Age headers, or without Age
 //     once seconds old (only their Date tells them), or "Age: 0" on fresh

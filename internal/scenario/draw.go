@@ -32,12 +32,53 @@ func Draw(t *rapid.T) Scenario {
 	return sc
 }
 
+// readFields are the answers a lookup reads, weighted by how many money
+// routes read them (the sale lists by three), each with the fields the
+// SDK compares in it with what was sent; valueEdits change such a value
+// while leaving it readable, or take it away.
+var (
+	readFields = []struct {
+		answers Answers
+		fields  []string
+	}{
+		{ListSales, []string{"payment_method", "offer_identifier", "external_reference", "status"}},
+		{ListSales, []string{"payment_method", "offer_identifier", "external_reference", "status"}},
+		{ListSales, []string{"payment_method", "offer_identifier", "external_reference", "status"}},
+		{GetSale, []string{"payment_method", "offer_identifier", "external_reference", "status"}},
+		{ListRefunds, []string{"sale_identifier", "status"}},
+		{ListSubs, []string{"offer_identifier", "external_reference", "payment_method", "status"}},
+		{GetSubscription, []string{"subscription_id", "status"}},
+	}
+	valueEdits = []Edit{EditRekey, EditAlias, EditUpper, EditTitle, EditRemove, EditStringNumber}
+)
+
 func drawMutation() *rapid.Generator[Mutation] {
 	return rapid.Custom(func(t *rapid.T) Mutation {
+		// One of the second host only (a rolling deploy) in four, and one
+		// in four once deployed (by a DoDeploy step, while the clients
+		// run).
+		other := rapid.IntRange(0, 3).Draw(t, "other-host-only") == 0
+		later := rapid.IntRange(0, 3).Draw(t, "deployed-later") == 0
+		if rapid.Bool().Draw(t, "read-field") {
+			// Half the mutations change a compared field in what a lookup
+			// reads, and only there: the POST answers keep echoing it as
+			// sent, so what they taught proves nothing in another kind of
+			// answer, nor under another name.
+			rf := rapid.SampledFrom(readFields).Draw(t, "read-answers")
+			return Mutation{
+				Answers:   rf.answers,
+				Edit:      rapid.SampledFrom(valueEdits).Draw(t, "read-edit"),
+				Field:     rapid.SampledFrom(rf.fields).Draw(t, "read-field-name"),
+				OtherHost: other,
+				Later:     later,
+			}
+		}
 		m := Mutation{
+			OtherHost: other,
+			Later:     later,
 			Answers: rapid.SampledFrom([]Answers{PostPix, PostBoleto, PostCard, PostSubscribe, PostPlanChange, PostRefund,
 				ListSales, ListRefunds, ListSubs, GetSale, GetSubscription, AnyAnswer}).Draw(t, "answers"),
-			Edit: rapid.SampledFrom([]Edit{EditRename, EditAlias, EditRemove, EditNumberString, EditStringNumber, EditUpper, EditTitle,
+			Edit: rapid.SampledFrom([]Edit{EditRename, EditAlias, EditRekey, EditRemove, EditNumberString, EditStringNumber, EditUpper, EditTitle,
 				EditTimeUnix, EditTimeNoZone, EditTimeOffset, EditSaleAmount, EditWrap, EditBareList, EditMoreFlag, EditCompact, EditTotalMore}).Draw(t, "edit"),
 		}
 		switch m.Edit {
@@ -78,7 +119,7 @@ func drawAPIClock(t *rapid.T) APIClock {
 // Weighted: money calls most, the rest as they happen in life.
 var stepActions = []Action{
 	DoPix, DoPix, DoBoleto, DoCard, DoCard, DoSubscribe, DoRefund, DoRefund, DoPlanChange, DoPlanChange,
-	DoResume, DoResumeAll, DoRestart, DoAdvance, DoClientStep, DoWebhooks, DoPay, DoAmnesia, DoForgetOne, DoAcceptLoss,
+	DoResume, DoResumeAll, DoRestart, DoAdvance, DoClientStep, DoWebhooks, DoPay, DoAmnesia, DoForgetOne, DoAcceptLoss, DoDeploy, DoAPIStep,
 }
 
 // moneyFaults are what a money request can meet (drawFault says what each
@@ -149,6 +190,10 @@ func drawStep(clients int, sw swarm) *rapid.Generator[Step] {
 			st.Advance = rapid.SampledFrom([]time.Duration{400 * time.Millisecond, 2 * time.Second, 61 * time.Second, 25 * time.Hour}).Draw(t, "advance")
 		case DoClientStep:
 			st.Advance = rapid.SampledFrom([]time.Duration{-2 * time.Second, 2 * time.Second, -time.Hour, 10 * time.Minute}).Draw(t, "client-step")
+		case DoAPIStep:
+			// An hour either way (a wrong zone corrected), and steps under
+			// the second Date shows, which no client can see.
+			st.Advance = rapid.SampledFrom([]time.Duration{-time.Hour, time.Hour, -900 * time.Millisecond, 900 * time.Millisecond, -5 * time.Second}).Draw(t, "api-clock-step")
 		case DoWebhooks:
 			st.Events = rapid.SliceOfN(rapid.IntRange(0, 20), 1, 5).Draw(t, "events")
 		case DoResume:

@@ -158,6 +158,13 @@ func editField(o map[string]any, e Edit, field string) {
 				o[l.name] = l.value
 			}
 		}
+	case EditRekey:
+		if l, ok := lookalike[field]; ok {
+			if _, taken := o[l.name]; !taken {
+				delete(o, field)
+				o[l.name] = l.value
+			}
+		}
 	case EditRemove:
 		delete(o, field)
 	case EditNumberString:

@@ -17,30 +17,33 @@ func TestMutate_EveryEditChangesItsAnswer(t *testing.T) {
 		m    Mutation
 		body string
 	}{
-		{Mutation{PostPix, EditWrap, ""}, sale}, {Mutation{ListSales, EditWrap, ""}, list},
-		{Mutation{ListSales, EditBareList, ""}, list}, {Mutation{ListSales, EditMoreFlag, ""}, list},
-		{Mutation{ListSales, EditCompact, ""}, list}, {Mutation{ListSales, EditTotalMore, ""}, list},
-		{Mutation{PostPix, EditTimeUnix, "created_at"}, sale}, {Mutation{PostPix, EditTimeNoZone, "created_at"}, sale},
-		{Mutation{PostPix, EditTimeOffset, "created_at"}, sale}, {Mutation{PostPix, EditUpper, "status"}, sale},
-		{Mutation{PostPix, EditTitle, "payment_method"}, sale}, {Mutation{PostPix, EditNumberString, "amount"}, sale},
-		{Mutation{PostPix, EditStringNumber, "external_reference"}, sale},
-		{Mutation{ListRefunds, EditSaleAmount, ""}, list},
+		{Mutation{Answers: PostPix, Edit: EditWrap, Field: ""}, sale}, {Mutation{Answers: ListSales, Edit: EditWrap, Field: ""}, list},
+		{Mutation{Answers: ListSales, Edit: EditBareList, Field: ""}, list}, {Mutation{Answers: ListSales, Edit: EditMoreFlag, Field: ""}, list},
+		{Mutation{Answers: ListSales, Edit: EditCompact, Field: ""}, list}, {Mutation{Answers: ListSales, Edit: EditTotalMore, Field: ""}, list},
+		{Mutation{Answers: PostPix, Edit: EditTimeUnix, Field: "created_at"}, sale}, {Mutation{Answers: PostPix, Edit: EditTimeNoZone, Field: "created_at"}, sale},
+		{Mutation{Answers: PostPix, Edit: EditTimeOffset, Field: "created_at"}, sale}, {Mutation{Answers: PostPix, Edit: EditUpper, Field: "status"}, sale},
+		{Mutation{Answers: PostPix, Edit: EditTitle, Field: "payment_method"}, sale}, {Mutation{Answers: PostPix, Edit: EditNumberString, Field: "amount"}, sale},
+		{Mutation{Answers: PostPix, Edit: EditStringNumber, Field: "external_reference"}, sale},
+		{Mutation{Answers: ListRefunds, Edit: EditSaleAmount, Field: ""}, list},
 	}
 	for _, f := range editFields {
 		edits = append(edits, struct {
 			m    Mutation
 			body string
-		}{Mutation{ListSales, EditRename, f}, list}, struct {
+		}{Mutation{Answers: ListSales, Edit: EditRename, Field: f}, list}, struct {
 			m    Mutation
 			body string
-		}{Mutation{ListSales, EditAlias, f}, list}, struct {
+		}{Mutation{Answers: ListSales, Edit: EditAlias, Field: f}, list}, struct {
 			m    Mutation
 			body string
-		}{Mutation{ListSales, EditRemove, f}, list})
+		}{Mutation{Answers: ListSales, Edit: EditRemove, Field: f}, list}, struct {
+			m    Mutation
+			body string
+		}{Mutation{Answers: ListSales, Edit: EditRekey, Field: f}, list})
 	}
 	for _, e := range edits {
 		tp := newTap(nil, &Scenario{Mutations: []Mutation{e.m}}, pagpolartest.NewClock())
-		if got := string(tp.mutate(e.m.Answers, []byte(e.body))); got == e.body || got == "" {
+		if got := string(tp.mutate(e.m.Answers, []byte(e.body), 1)); got == e.body || got == "" {
 			t.Errorf("%s %s on %s: answer unchanged: %s", e.m.Edit, e.m.Field, e.m.Answers, got)
 		}
 	}
@@ -65,5 +68,33 @@ func TestDate_EditsFollowTheAPIClock(t *testing.T) {
 		if err != nil || got.Sub(base) != want[n] {
 			t.Errorf("answer %d: Date %q, want base%+v", n, h.Get("Date"), want[n])
 		}
+	}
+}
+
+// A mutation of the second host edits every other answer only, the ones
+// whose Date the second host's clock writes.
+func TestMutate_OtherHostEditsEveryOtherAnswer(t *testing.T) {
+	sale := `{"identifier":"sale_1","offer_identifier":"offer-basic"}`
+	m := Mutation{Answers: PostPix, Edit: EditRekey, Field: "offer_identifier", OtherHost: true}
+	tp := newTap(nil, &Scenario{Mutations: []Mutation{m}}, pagpolartest.NewClock())
+	for n := 1; n <= 4; n++ {
+		got := string(tp.mutate(PostPix, []byte(sale), n))
+		if changed := got != sale; changed != otherHost(n) {
+			t.Errorf("answer %d: %s (the second host's: %v)", n, got, otherHost(n))
+		}
+	}
+}
+
+// A mutation deployed later edits the answers after the deploy only.
+func TestMutate_LaterEditsOnceDeployed(t *testing.T) {
+	sale := `{"identifier":"sale_1","offer_identifier":"offer-basic"}`
+	m := Mutation{Answers: PostPix, Edit: EditRekey, Field: "offer_identifier", Later: true}
+	tp := newTap(nil, &Scenario{Mutations: []Mutation{m}}, pagpolartest.NewClock())
+	if got := string(tp.mutate(PostPix, []byte(sale), 1)); got != sale {
+		t.Errorf("before the deploy: %s", got)
+	}
+	tp.deployed.Store(true)
+	if got := string(tp.mutate(PostPix, []byte(sale), 2)); got == sale {
+		t.Errorf("after the deploy: %s, unchanged", got)
 	}
 }

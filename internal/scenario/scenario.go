@@ -46,6 +46,15 @@ type Mutation struct {
 	Answers Answers // which answers
 	Edit    Edit    // what is done to them
 	Field   string  // the field edited (for field edits)
+	// OtherHost: only the second API host's answers are edited (every
+	// other answer, counted as APIClock.OtherHost counts them): a rolling
+	// deploy in which one host already runs the API's next version, so
+	// one kind of answer carries a field under two names.
+	OtherHost bool
+	// Later: only answers after a DoDeploy step are edited: the API's
+	// next version deployed while the clients run, so what they learned
+	// of one version they meet in the next.
+	Later bool
 }
 
 // Answers names a kind of answer: a money route's POST answer, a list
@@ -77,6 +86,7 @@ type Edit string
 const (
 	EditRename       Edit = "rename"        // the field under another name (camelCase, a prefix dropped)
 	EditAlias        Edit = "alias"         // a lookalike beside it (sale_id: 5012 beside sale_identifier)
+	EditRekey        Edit = "rekey"         // the lookalike instead of it: another name, another value (offer_id: 3 for offer_identifier)
 	EditRemove       Edit = "remove"        // the field left out
 	EditNumberString Edit = "number-string" // a number written as a string ("9990")
 	EditStringNumber Edit = "string-number" // a numeric string written as a number (external_reference 1001)
@@ -173,7 +183,8 @@ type Step struct {
 	// Concurrent: runs at the same time as the previous step (two workers,
 	// two hosts).
 	Concurrent bool
-	// Advance (with Do == DoAdvance): how far time moves on.
+	// Advance (with Do == DoAdvance): how far time moves on; with
+	// DoClientStep and DoAPIStep, how far that clock steps.
 	Advance time.Duration
 	// Events (with Do == DoWebhooks): which of the events so far are
 	// delivered, by index modulo their count, in this order: late,
@@ -213,10 +224,12 @@ const (
 	DoAmnesia                  // the key store forgets everything (a Redis without persistence restarts)
 	DoForgetOne                // the store forgets its newest record (a failover to a replica that lagged)
 	DoAcceptLoss               // the operator settles what is open and accepts the store's loss
+	DoDeploy                   // the API's next version is deployed: the Later mutations apply from now on
+	DoAPIStep                  // the API's own clock steps by Advance: its Date and the creation times it stamps from now on (an NTP correction on its servers)
 )
 
 var actionNames = [...]string{"pix", "boleto", "card", "subscribe", "refund", "plan-change", "resume", "resume-all",
-	"restart", "advance", "client-clock-step", "webhooks", "pay", "amnesia", "forget-one", "accept-loss"}
+	"restart", "advance", "client-clock-step", "webhooks", "pay", "amnesia", "forget-one", "accept-loss", "deploy", "api-clock-step"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {
@@ -246,11 +259,17 @@ func (s Scenario) String() string {
 	}
 	for _, m := range s.Mutations {
 		fmt.Fprintf(&b, "\n  answers %q: %s %s", m.Answers, m.Edit, m.Field)
+		if m.OtherHost {
+			b.WriteString(" (the second host's only)")
+		}
+		if m.Later {
+			b.WriteString(" (once deployed)")
+		}
 	}
 	for i, st := range s.Steps {
 		fmt.Fprintf(&b, "\n  %d. client %d %s", i+1, st.Actor, st.Do)
 		switch st.Do {
-		case DoAdvance, DoClientStep:
+		case DoAdvance, DoClientStep, DoAPIStep:
 			fmt.Fprintf(&b, " %s", st.Advance)
 		case DoWebhooks:
 			fmt.Fprintf(&b, " events %v", st.Events)

@@ -84,6 +84,10 @@ func (r *runner) step(index int, st Step) {
 				_ = r.srv.Pay(s.Identifier)
 			}
 		}
+	case DoDeploy:
+		r.tap.deployed.Store(true)
+	case DoAPIStep:
+		r.srv.StepClock(st.Advance)
 	case DoAmnesia:
 		r.store.Forget()
 	case DoForgetOne:
