@@ -68,6 +68,12 @@ type opFacts struct {
 	// precision) before it cannot be this operation's.
 	floor     time.Time
 	tolerance time.Duration
+	// floorBroken: the record's floor was usable when written, and this
+	// process's reading of the API's clock is below it (the clock stepped
+	// back since): the record must stop calling it usable, or a process
+	// that reads it after the clock steps forward again re-checks it
+	// against a clock that no longer shows the step (SAFETY rule 12).
+	floorBroken bool
 
 	// claimed: effect IDs the store records as another operation's result.
 	claimed map[string]bool

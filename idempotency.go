@@ -386,6 +386,27 @@ func (e *exec) opErr(err error) error {
 	return &OperationError{OperationID: e.s.id, Key: e.rec.Key, State: e.rec.State, Err: err}
 }
 
+// dropBrokenFloor stops the record calling its floor usable once this
+// process has read the API's clock below it (a step back since it was
+// recorded) or has switched its estimator off (the API's clock out of line
+// with a floor). A floor's validity is a fact recorded with it (SAFETY
+// rule 12): a process that reads the record after the clock has stepped
+// forward again re-checks the floor against a clock that no longer shows
+// the step, and would exclude the operation's own effect by it.
+func (e *exec) dropBrokenFloor() {
+	if !e.meta.FloorOK {
+		return
+	}
+	c := e.c
+	if c.srvClock.off() {
+		e.meta.FloorOK = false
+		return
+	}
+	if ceiling, ok := c.srvClock.ceiling(c.clock.Now()); ok && !floorHolds(e.meta.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
+		e.meta.FloorOK = false
+	}
+}
+
 // save writes the record with the lease token it holds (fencing). The
 // write outlives the caller's cancellation (bounded by 10 s, and by the
 // caller's end plus DeadlineGrace: deadline.go): an answer that arrived
@@ -400,6 +421,7 @@ func (e *exec) save(ctx context.Context) error {
 		m := e.meta.settled()
 		e.rec.Meta = metaJSON(&m)
 	} else {
+		e.dropBrokenFloor()
 		e.rec.Meta = e.encodeMeta()
 	}
 	sctx, cancel := e.c.graceCtx(ctx, 10*time.Second)

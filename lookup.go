@@ -64,6 +64,9 @@ type lookupOutcome struct {
 	// (zero: none known, a copy told by its Age), within that wait.
 	notCurrent bool
 	proveBy    time.Time
+	// floorBroken: the operation's recorded floor does not hold on this
+	// process's reading of the API's clock (opFacts.floorBroken).
+	floorBroken bool
 }
 
 // staleRead says why a list read stopped at an answer it could not prove
@@ -93,12 +96,20 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 		shared: !m.SharedFloor.IsZero(), tolerance: c.policy.ServerClockTolerance,
 		claimed: claimed, shapes: &c.shapes,
 	}
+	if m.FloorOK && c.srvClock.off() {
+		// This process's estimator was switched off: the API showed its
+		// clock out of line with a floor (servertime.go), so no floor is
+		// evidence here, and the record's should stop counting as one.
+		f.floorBroken = true
+	}
 	if m.FloorOK && !c.srvClock.off() {
 		// FloorOK is what the writer knew; whether the floor still holds
 		// is re-checked on this process's own reading of the API's clock.
 		ceiling, ok := c.srvClock.ceiling(c.clock.Now())
 		if floorHolds(m.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
 			f.floor = m.exclusionFloor()
+		} else if ok {
+			f.floorBroken = true
 		}
 	}
 	if len(m.Snapshot) > 0 {
@@ -144,7 +155,9 @@ func (c *Client) lookup(ctx context.Context, kind, opID string, m opMeta) (looku
 	if err != nil {
 		return lookupOutcome{}, err
 	}
-	lo := settleFound(effs, c.facts(kind, m, claimed), complete, why, m.Unclear)
+	f := c.facts(kind, m, claimed)
+	lo := settleFound(effs, f, complete, why, m.Unclear)
+	lo.floorBroken = f.floorBroken
 	if stale.is && lo.kind == lookupUnclear && len(lo.refs) == 0 {
 		lo.notCurrent, lo.proveBy = true, stale.proveBy
 	}

@@ -97,6 +97,15 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 		notCurrent := false
 		lo, err := c.observedLookup(ctx, e.s.kind, e.s.id, e.meta)
 		c.emit(ctx, Event{Kind: EventLookup, OperationID: e.s.id, Key: e.rec.Key, Found: err == nil && lo.kind != lookupNotFound, Err: e.scrubErr(err)})
+		if err == nil && lo.floorBroken && e.meta.FloorOK {
+			// The floor does not hold on this process's reading of the
+			// API's clock: record at once that it excludes nothing, so
+			// that no process trusts it once the clock steps forward
+			// again (dropBrokenFloor). Best effort, as every settling
+			// write.
+			e.meta.FloorOK = false
+			_ = e.save(ctx)
+		}
 		if err == nil {
 			switch lo.kind {
 			case lookupSucceeded:

@@ -29,7 +29,29 @@ func Draw(t *rapid.T) Scenario {
 	if len(sc.Steps) > 0 {
 		sc.Steps[0].Concurrent = false
 	}
+	if warm := rapid.IntRange(0, 2).Draw(t, "warm"); warm > 0 {
+		sc.Steps = append(warmUp(sc.Clients, warm == 2), sc.Steps...)
+	}
 	return sc
+}
+
+// warmUp is what a process that has served customers before has done,
+// each client on an order of its own (2 and up): a clean PIX charge,
+// whose fresh answer shows what POST answers carry; with lookups, then a
+// boleto charge of the same order answered 500 after its commit, whose
+// lookup lists the PIX sale, the client's own, and so shows what lists
+// carry. A client that has learned an API's answers is the one a field it
+// has not seen carried under that name, in that kind of answer, can
+// mislead; one that has seen them in lists too knows more of them.
+func warmUp(clients int, lookups bool) []Step {
+	var steps []Step
+	for a := range clients {
+		steps = append(steps, Step{Actor: a, Do: DoPix, Order: 2 + a})
+		if lookups {
+			steps = append(steps, Step{Actor: a, Do: DoBoleto, Order: 2 + a, Faults: []Fault{{Action: pagpolartest.FaultCommitThen500}}})
+		}
+	}
+	return steps
 }
 
 // readFields are the answers a lookup reads, weighted by how many money

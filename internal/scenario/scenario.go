@@ -164,7 +164,8 @@ func (c Cache) String() string {
 type Step struct {
 	Actor int    // the client (0 ≤ Actor < Clients) that acts
 	Do    Action // what it does
-	// Order is which order (0–2) a charge or subscribe is for; N numbers
+	// Order is which order a charge or subscribe is for (0–1; 2 and up
+	// are the warm-up's, one per client); N numbers
 	// a refund of the setup sale or a plan change of the setup
 	// subscription (several per sale or subscription are legitimate).
 	Order, N int

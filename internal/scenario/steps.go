@@ -87,6 +87,10 @@ func (r *runner) step(index int, st Step) {
 	case DoDeploy:
 		r.tap.deployed.Store(true)
 	case DoAPIStep:
+		r.mu.Lock()
+		r.apiOff += st.Advance
+		r.apiMaxOff = max(r.apiMaxOff, r.apiOff)
+		r.mu.Unlock()
 		r.srv.StepClock(st.Advance)
 	case DoAmnesia:
 		r.store.Forget()
