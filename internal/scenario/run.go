@@ -326,6 +326,17 @@ func (r *runner) inject(st Step) (exposed bool) {
 		r.exposed[op] = true
 		r.mu.Unlock()
 	}
+	if constantMethod(r.sc.Mutations) {
+		// Open (README's limits): list items carry, under a name the SDK
+		// reads as the payment method, one value for every sale
+		// ("method": "boleto"). A boleto charge of this client's met in a
+		// list shows the name carrying what was sent, which then proves a
+		// PIX sale listed with it another method's
+		// (TestScenario_ConstantFieldNamedLikeTheMethodIsTheOpenExposure).
+		r.mu.Lock()
+		r.exposed[op] = true
+		r.mu.Unlock()
+	}
 	r.mu.Lock()
 	behind := r.apiMaxOff-r.apiOff > exclusionMargin
 	r.mu.Unlock()
@@ -413,6 +424,18 @@ func keyOf(err error) string {
 		return oe.Key
 	}
 	return ""
+}
+
+// constantMethod reports whether a mutation puts, in what a lookup
+// reads, the payment method's lookalike (one constant value) in place of
+// the method.
+func constantMethod(ms []Mutation) bool {
+	for _, m := range ms {
+		if m.Edit == EditRekey && m.Field == "payment_method" && (m.Answers == AnyAnswer || m.Answers.isList() || m.Answers == GetSale) {
+			return true
+		}
+	}
+	return false
 }
 
 // storeLoses reports whether a scenario's key store loses records.
