@@ -73,6 +73,8 @@ type opFacts struct {
 	// back since): the record must stop calling it usable, or a process
 	// that reads it after the clock steps forward again re-checks it
 	// against a clock that no longer shows the step (SAFETY rule 12).
+	// (A floor this call recorded is also dropped when this process's
+	// estimator switches off: exec.dropBrokenFloor.)
 	floorBroken bool
 
 	// claimed: effect IDs the store records as another operation's result.

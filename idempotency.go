@@ -131,6 +131,9 @@ type exec struct {
 	lastReq string
 	owner   string    // this call's lease owner
 	leaseAt time.Time // when this call last obtained or extended its lease (client clock)
+	// floorMine: this call recorded the floor, from this process's
+	// estimator (dropBrokenFloor).
+	floorMine bool
 
 	// storedTerminal: the record as last written is terminal. A terminal
 	// record's lease is left to expire, unless undecided: the record of an
@@ -209,7 +212,7 @@ func (c *Client) runOp(ctx context.Context, s *opSpec) (res *settled, err error)
 	}
 	if !snapFirst {
 		rec.Attempts, rec.FirstSentAt, rec.LastSentAt = 1, now, now
-		e.meta.Floor, e.meta.FloorOK = floor, true
+		e.meta.Floor, e.meta.FloorOK, e.floorMine = floor, true, true
 		// Counted from the save, before the token fetch that precedes the
 		// send: a process that picks this record up after a crash must
 		// allow for that fetch too.
@@ -388,18 +391,24 @@ func (e *exec) opErr(err error) error {
 
 // dropBrokenFloor stops the record calling its floor usable once this
 // process has read the API's clock below it (a step back since it was
-// recorded) or has switched its estimator off (the API's clock out of line
-// with a floor). A floor's validity is a fact recorded with it (SAFETY
-// rule 12): a process that reads the record after the clock has stepped
-// forward again re-checks the floor against a clock that no longer shows
-// the step, and would exclude the operation's own effect by it.
+// recorded) or, for a floor this call recorded from this process's
+// estimator, once that estimator has switched itself off (the API's clock
+// out of line with it). A floor's validity is a fact recorded with it
+// (SAFETY rule 12): a process that reads the record after the clock has
+// stepped forward again re-checks the floor against a clock that no longer
+// shows the step, and would exclude the operation's own effect by it. An
+// estimator switched off says nothing of another process's floor (it may
+// have gone off over a stored copy an hour before that floor was taken):
+// only a reading below a floor strips it from a record another wrote.
 func (e *exec) dropBrokenFloor() {
 	if !e.meta.FloorOK {
 		return
 	}
 	c := e.c
 	if c.srvClock.off() {
-		e.meta.FloorOK = false
+		if e.floorMine {
+			e.meta.FloorOK = false
+		}
 		return
 	}
 	if ceiling, ok := c.srvClock.ceiling(c.clock.Now()); ok && !floorHolds(e.meta.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {

@@ -96,12 +96,6 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 		shared: !m.SharedFloor.IsZero(), tolerance: c.policy.ServerClockTolerance,
 		claimed: claimed, shapes: &c.shapes,
 	}
-	if m.FloorOK && c.srvClock.off() {
-		// This process's estimator was switched off: the API showed its
-		// clock out of line with a floor (servertime.go), so no floor is
-		// evidence here, and the record's should stop counting as one.
-		f.floorBroken = true
-	}
 	if m.FloorOK && !c.srvClock.off() {
 		// FloorOK is what the writer knew; whether the floor still holds
 		// is re-checked on this process's own reading of the API's clock.
@@ -184,7 +178,10 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 		return lookupOutcome{kind: lookupUnclear, reason: "GET " + subscriptionPath(m.SubscriptionID) + " answered a body the SDK cannot read: " + err.Error()}, nil
 	}
 	if sub.planChangesSt != wire.Read {
-		return subscriptionState(sub, c.facts(kindPlanChange, m, nil)), nil
+		f := c.facts(kindPlanChange, m, nil)
+		lo := subscriptionState(sub, f)
+		lo.floorBroken = f.floorBroken
+		return lo, nil
 	}
 	effs := readEffects(effPlanChange, wire.AnswerGet, sub.planChanges)
 	c.learnFromList(kindPlanChange, m, effs)
@@ -192,7 +189,10 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 	if err != nil {
 		return lookupOutcome{}, err
 	}
-	return settleFound(effs, c.facts(kindPlanChange, m, claimed), true, "", m.Unclear), nil
+	f := c.facts(kindPlanChange, m, claimed)
+	lo := settleFound(effs, f, true, "", m.Unclear)
+	lo.floorBroken = f.floorBroken
+	return lo, nil
 }
 
 // settleFound attributes every effect found and decides; an effect an

@@ -153,6 +153,7 @@ func (e *exec) markSend(ctx context.Context) error {
 	if e.rec.FirstSentAt.IsZero() {
 		e.rec.FirstSentAt = now
 		e.meta.Floor, e.meta.FloorOK = c.srvClock.usableFloor(now)
+		e.floorMine = e.meta.FloorOK
 	}
 	e.rec.LastSentAt = now
 	e.rec.State = keystore.StatePending

@@ -104,7 +104,9 @@ func (e *exec) settle(ctx context.Context, resend, wait bool) (*settled, error) 
 			// again (dropBrokenFloor). Best effort, as every settling
 			// write.
 			e.meta.FloorOK = false
-			_ = e.save(ctx)
+			if err := e.save(ctx); errors.Is(err, ErrLeaseLost) {
+				return nil, e.unknownErr("lost the operation's lease while recording that its floor no longer holds", err)
+			}
 		}
 		if err == nil {
 			switch lo.kind {
