@@ -390,8 +390,9 @@ func (e *exec) opErr(err error) error {
 }
 
 // dropBrokenFloor stops the record calling its floor usable once this
-// process has read the API's clock below it (a step back since it was
-// recorded) or, for a floor this call recorded from this process's
+// process has read the API's clock below it in an answer no cache serves
+// again (a step back since it was recorded; a GET's copy only has an old
+// Date) or, for a floor this call recorded from this process's
 // estimator, once that estimator has switched itself off (the API's clock
 // out of line with it). A floor's validity is a fact recorded with it
 // (SAFETY rule 12): a process that reads the record after the clock has
@@ -411,7 +412,7 @@ func (e *exec) dropBrokenFloor() {
 		}
 		return
 	}
-	if ceiling, ok := c.srvClock.ceiling(c.clock.Now()); ok && !floorHolds(e.meta.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
+	if ceiling, ok := c.srvClock.freshCeiling(c.clock.Now()); ok && !floorHolds(e.meta.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
 		e.meta.FloorOK = false
 	}
 }

@@ -102,7 +102,11 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 		ceiling, ok := c.srvClock.ceiling(c.clock.Now())
 		if floorHolds(m.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
 			f.floor = m.exclusionFloor()
-		} else if ok {
+		}
+		// Broken only by an answer no cache serves again: a list's
+		// copies carry old Dates and would strip a sound floor, leaving
+		// the operation's own effect unclear for good.
+		if fc, ok := c.srvClock.freshCeiling(c.clock.Now()); ok && !floorHolds(m.exclusionFloor(), fc, ok, c.policy.ServerClockTolerance) {
 			f.floorBroken = true
 		}
 	}

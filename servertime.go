@@ -309,6 +309,19 @@ func (s *serverClock) ceiling(now time.Time) (time.Time, bool) {
 	return s.ceilingLocked(now)
 }
 
+// freshCeiling is an upper bound of the API's clock at client time now
+// from the latest answer no cache serves again (a POST's): what tells a
+// step back of the API's clock from a stored copy's old Date, which a GET's
+// answer cannot; false without one.
+func (s *serverClock) freshCeiling(now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.freshOK {
+		return time.Time{}, false
+	}
+	return medianUpper([]clockSample{s.fresh}, now, time.Time{})
+}
+
 func (s *serverClock) ceilingLocked(now time.Time) (time.Time, bool) {
 	return medianUpper(s.samples[:s.n], now, time.Time{})
 }
