@@ -91,21 +91,12 @@ func TestScenario_EchoOfPostAnswersProvesNothingInLists(t *testing.T) {
 // the first time), shrunk by hand. Counted, never failed, by
 // TestScenarios; here it must still reproduce.
 func TestScenario_ConstantFieldNamedLikeTheMethodIsTheOpenExposure(t *testing.T) {
-	res, err := Run(Scenario{Seed: 3, Clients: 1,
+	checkExposure(t, Scenario{Seed: 3, Clients: 1,
 		Mutations: []Mutation{{Answers: ListSales, Edit: EditRekey, Field: "payment_method"}},
 		Steps: []Step{
 			{Do: DoBoleto, Order: 0},
 			{Do: DoPix, Order: 0, Faults: []Fault{{Action: pagpolartest.FaultCommitThen500}}},
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Failures()) > 0 {
-		t.Fatalf("failures outside the exposure: %v", res.Failures())
-	}
-	if len(res.Violations) == 0 {
-		t.Fatal("the exposure no longer reproduces: remove it from README's limits and from the runner")
-	}
 }
 
 // The open exposure README lists for a micro-cache without Age that
@@ -118,16 +109,7 @@ func TestScenario_ConstantFieldNamedLikeTheMethodIsTheOpenExposure(t *testing.T)
 // the first time). Counted, never failed, by TestScenarios; here it must
 // still reproduce.
 func TestScenario_CacheWithoutAgeRedatingCopiesIsTheOpenExposure(t *testing.T) {
-	res, err := Run(Scenario{Seed: 13718, Shapes: []pagpolartest.Shape{pagpolartest.ShapeCacheNoAge, pagpolartest.ShapeNoPlanChanges}, Clients: 1,
+	checkExposure(t, Scenario{Seed: 13718, Shapes: []pagpolartest.Shape{pagpolartest.ShapeCacheNoAge, pagpolartest.ShapeNoPlanChanges}, Clients: 1,
 		APIClock: APIClock{Shift: 900 * time.Millisecond, StepAt: 12, Step: time.Hour},
 		Steps:    append(warmUp(1, true), Step{Do: DoPay})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Failures()) > 0 {
-		t.Fatalf("failures outside the exposure: %v", res.Failures())
-	}
-	if len(res.Violations) == 0 {
-		t.Fatal("the exposure no longer reproduces: remove it from README's limits and from the runner")
-	}
 }

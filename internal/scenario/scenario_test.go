@@ -213,3 +213,21 @@ func TestScenarios(t *testing.T) {
 		t.Logf("  unknown because %q…: %d", x.k, x.n)
 	}
 }
+
+// checkExposure runs a scenario that reproduces one of README's open
+// exposures: it must break nothing outside the exposure, and still break
+// something, so that the day it stops README's limit and the runner's
+// rule go too.
+func checkExposure(t *testing.T, sc Scenario) {
+	t.Helper()
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures()) > 0 {
+		t.Fatalf("failures outside the exposure: %v", res.Failures())
+	}
+	if len(res.Violations) == 0 {
+		t.Fatal("the exposure no longer reproduces: remove it from README's limits and from the runner")
+	}
+}
