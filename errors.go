@@ -64,7 +64,10 @@ var (
 	ErrParamsMismatch = errors.New("pagpolar: operation ID reused with different params")
 
 	// ErrStoreUnavailable: the key store could not record the operation, so
-	// nothing was sent (SAFETY rule 1). When the store refused because it
+	// this call sent nothing (SAFETY rule 1). The operation is not_executed
+	// when the store proved no earlier call recorded it (its record was
+	// absent, or this call created it); otherwise an earlier call may have
+	// sent it, and the outcome is unknown. When the store refused because it
 	// detected that it lost records it had acknowledged (SAFETY rule 13),
 	// the error also matches keystore.ErrAmnesia: every new operation is
 	// refused until an operator runs pagpolar ops recover.
@@ -228,13 +231,15 @@ const (
 	// operation is over: a new attempt (a new card, fixed data) goes under a
 	// NEW operation ID. errors.Is(err, ErrFailed).
 	OutcomeFailed Outcome = "failed"
-	// OutcomeNotExecuted: nothing was processed (bad params, no store, rate
+	// OutcomeNotExecuted: nothing was processed (bad params, a store that
+	// held no record of the operation and could not take one, rate
 	// limited, shed, 401/403, a misconfigured base URL, or the operation ID
 	// names another call's params). Fix what the error names, if anything,
 	// and call again with the SAME operation ID. errors.Is(err, ErrNotExecuted).
 	OutcomeNotExecuted Outcome = "not_executed"
 	// OutcomeUnknown: the effect may exist (a lost answer not settled yet,
-	// another worker holds the operation). Call again later with the SAME
+	// another worker holds the operation, a store that failed before it
+	// could say whether an earlier call sent it). Call again later with the SAME
 	// operation ID, or Client.Resume; NEVER with a new one.
 	// errors.Is(err, ErrOutcomeUnknown).
 	OutcomeUnknown Outcome = "unknown"
@@ -262,9 +267,23 @@ func outcomeOf(err error, st keystore.State) Outcome {
 		return OutcomeUnknown
 	case errors.Is(err, ErrDeclined), errors.Is(err, ErrRefused), st == keystore.StateFailed:
 		return OutcomeFailed
+	case errors.Is(err, ErrStoreUnavailable) && !errors.As(err, new(unsentError)):
+		// This call sent nothing, but a store that failed may hold an
+		// earlier call's record, and so an effect: nothing proves there is
+		// none (SAFETY rule 12).
+		return OutcomeUnknown
 	}
 	return OutcomeNotExecuted
 }
+
+// unsentError marks a store failure of a call that proved no earlier call
+// recorded the operation (the store answered that its record was absent,
+// or held the record this call created): with nothing sent now, the
+// operation is not_executed. Its text is the error's own.
+type unsentError struct{ err error }
+
+func (u unsentError) Error() string { return u.err.Error() }
+func (u unsentError) Unwrap() error { return u.err }
 
 // OperationError wraps an error with the operation it belongs to. Every
 // error an operation call returns after validation is one; errors.Is

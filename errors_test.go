@@ -36,7 +36,10 @@ func TestOutcomeOf_Branches(t *testing.T) {
 		{"collision", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: ErrParamsMismatch}, OutcomeFailed},
 		{"reused ID, other params, while the first succeeded", &OperationError{OperationID: "op", State: keystore.StateSucceeded, Err: ErrParamsMismatch}, OutcomeNotExecuted},
 		{"rate limited", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: ErrRateLimited}, OutcomeNotExecuted},
-		{"no store", &OperationError{OperationID: "op", Err: ErrStoreUnavailable}, OutcomeNotExecuted},
+		{"no store, no record of the operation", &OperationError{OperationID: "op", Err: unsentError{fmt.Errorf("%w: nothing was sent", ErrStoreUnavailable)}}, OutcomeNotExecuted},
+		{"no store, an earlier call's record unread", &OperationError{OperationID: "op", Err: ErrStoreUnavailable}, OutcomeUnknown},
+		{"no store while the operation was recorded unknown", &OperationError{OperationID: "op", State: keystore.StateUnknown, Err: ErrStoreUnavailable}, OutcomeUnknown},
+		{"amnesia", &OperationError{OperationID: "op", Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, keystore.ErrAmnesia)}, OutcomeUnknown},
 		{"401", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: &APIError{StatusCode: 401, FromAPI: true}}, OutcomeNotExecuted},
 		{"declined, not recorded", &OperationError{OperationID: "op", State: keystore.StatePending, Err: &unrecordedError{outcome: ErrDeclined}}, OutcomeFailed},
 	}
@@ -113,5 +116,77 @@ func TestOperationError_UnknownNamesTheStateTheStoreHolds(t *testing.T) {
 	}
 	if oe.State == "" || oe.State != rec.State || oe.Key != rec.Key {
 		t.Errorf("error says state %q key %q; the store holds %q key %q (%v)", oe.State, oe.Key, rec.State, rec.Key, err)
+	}
+}
+
+// outageStore is a memory store whose Create (and, when told, Get) fail
+// like a database that went away.
+type outageStore struct {
+	*keystore.Memory
+	createFails, getFails bool
+}
+
+func (s *outageStore) Create(ctx context.Context, r keystore.Record, owner string, ttl time.Duration) (keystore.Record, error) {
+	if s.createFails {
+		return keystore.Record{}, fmt.Errorf("%w: connection refused", keystore.ErrUnavailable)
+	}
+	return s.Memory.Create(ctx, r, owner, ttl)
+}
+
+func (s *outageStore) Get(ctx context.Context, id string) (keystore.Record, error) {
+	if s.getFails {
+		return keystore.Record{}, fmt.Errorf("%w: connection refused", keystore.ErrUnavailable)
+	}
+	return s.Memory.Get(ctx, id)
+}
+
+// A store that fails before the send proves only that this call sent
+// nothing. Called again for an operation whose sale exists, the call said
+// "not executed" (found by the shape suite under load: the caller's
+// context ran out at the store, on the call after an unknown one); it is
+// unknown unless the store answered that no record of the operation
+// exists.
+func TestOutcomeOf_StoreFailureIsNotExecutedOnlyWithoutAnEarlierRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		earlier, getFails bool
+		want              Outcome
+	}{
+		{"no earlier call, record absent", false, false, OutcomeNotExecuted},
+		{"no earlier call, store unreadable", false, true, OutcomeUnknown},
+		{"earlier call charged, its record found", true, false, OutcomeUnknown},
+		{"earlier call charged, store unreadable", true, true, OutcomeUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &outageStore{Memory: keystore.NewMemory()}
+			f := newFixture(t, nil, WithStore(st))
+			p := PixParams{OperationID: "pix:order-outage", OfferID: "offer-basic", ExternalReference: "order-outage", Customer: goodCustomer}
+			if tc.earlier {
+				if _, err := f.c.Payments.Pix(f.ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			posts := f.posts("pix")
+			st.createFails, st.getFails = true, tc.getFails
+			_, err := f.c.Payments.Pix(f.ctx, p)
+			if !errors.Is(err, ErrStoreUnavailable) {
+				t.Fatalf("got %v, want ErrStoreUnavailable", err)
+			}
+			if got := OutcomeOf(err); got != tc.want {
+				t.Errorf("OutcomeOf = %q, want %q (%v)", got, tc.want, err)
+			}
+			if n := f.posts("pix"); n != posts {
+				t.Errorf("%d POSTs after the store failed, want %d", n, posts)
+			}
+			sales := 0
+			for _, e := range f.srv.Ledger().Effects() {
+				if e.Kind == "sale" && e.Successful {
+					sales++
+				}
+			}
+			if sales > 0 && OutcomeOf(err) != OutcomeUnknown {
+				t.Errorf("answered %q while the operation's sale exists", OutcomeOf(err))
+			}
+		})
 	}
 }

@@ -274,14 +274,20 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 	gctx, cancel := c.graceCtx(ctx, 5*time.Second)
 	defer cancel()
 	got, gerr := c.store.Get(gctx, rec.OperationID)
+	out := fmt.Errorf("%w: nothing was sent: %w", ErrStoreUnavailable, err)
 	switch {
 	case gerr == nil && got.LeaseOwner == e.owner:
+		// The record is the one this call created: no earlier call had one.
 		_ = c.store.Release(gctx, got.OperationID, got.LeaseToken)
-	case gerr != nil && !errors.Is(gerr, keystore.ErrNotFound):
+		out = unsentError{out}
+	case errors.Is(gerr, keystore.ErrNotFound):
+		out = unsentError{out}
+	case gerr != nil:
 		c.orphans.add(rec.OperationID, e.owner)
 	}
-	return &OperationError{OperationID: e.s.id, Key: rec.Key,
-		Err: fmt.Errorf("%w: nothing was sent: %w", ErrStoreUnavailable, err)}
+	// Otherwise an earlier call's record may exist (the store could not be
+	// read, or holds another call's record): the outcome is unknown.
+	return &OperationError{OperationID: e.s.id, Key: rec.Key, Err: out}
 }
 
 // existing continues an operation already in the store.

@@ -163,7 +163,7 @@ func (s *Server) runDecider(wake <-chan struct{}) {
 		var fire <-chan time.Time
 		stop := func() {}
 		if ok {
-			fire, stop = s.Clock.NewTimer(due.Sub(s.Clock.Now()))
+			fire, stop = s.Clock.timerAt(due)
 		}
 		select {
 		case <-fire:

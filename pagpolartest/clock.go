@@ -104,6 +104,30 @@ func (c *Clock) NewTimer(d time.Duration) (ch <-chan time.Time, stop func()) {
 	}
 }
 
+// timerAt is NewTimer to an instant on the clock: it fires once the clock
+// reads at (at once if it already does). A wait computed as at minus Now
+// would lose an Advance made between the two readings.
+func (c *Clock) timerAt(at time.Time) (ch <-chan time.Time, stop func()) {
+	out := make(chan time.Time, 1)
+	c.mu.Lock()
+	now := time.Now().Add(c.offset)
+	if !now.Before(at) {
+		c.mu.Unlock()
+		out <- now
+		return out, func() {}
+	}
+	w := &waiter{deadline: at, ch: out}
+	c.waiters[w] = struct{}{}
+	w.timer = time.AfterFunc(at.Sub(now), func() { c.fire(w) })
+	c.mu.Unlock()
+	return out, func() {
+		c.mu.Lock()
+		delete(c.waiters, w)
+		c.mu.Unlock()
+		w.timer.Stop()
+	}
+}
+
 // Sleep waits d on the clock (real time or Advance) or until ctx ends, and
 // returns ctx's error in the latter case.
 func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {

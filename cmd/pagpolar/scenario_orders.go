@@ -201,9 +201,11 @@ func (r *orderRunner) until(ctx context.Context, idx int, opID string, fn func(c
 		if (r.calls > 0 && o.Calls >= r.calls) || ctx.Err() != nil {
 			break
 		}
-		if !errors.Is(err, pagpolar.ErrOutcomeUnknown) && !errors.Is(err, pagpolar.ErrInProgress) {
-			// Refused without effect (budget, throttling, store down): wait
-			// a little before asking again, longer each time.
+		if errors.Is(err, pagpolar.ErrStoreUnavailable) || (!errors.Is(err, pagpolar.ErrOutcomeUnknown) && !errors.Is(err, pagpolar.ErrInProgress)) {
+			// Refused without effect (budget, throttling) or the store
+			// down (its outcome unknown: the store could not say whether
+			// an earlier call sent it): wait a little before asking again,
+			// longer each time.
 			select {
 			case <-ctx.Done():
 			case <-time.After(pause):

@@ -34,12 +34,22 @@ func TestClusterFailoverToStaleReplicaIsDetected(t *testing.T) {
 	}
 	victim := masterOf(t, c, s.markKey(0))
 	var replica string
+	// A replica shows in its master's ROLE once it has connected, which
+	// may be after the Cluster reports ok: ask until it does (bounded).
 	vc := nodeClient(victim)
-	role, err := vc.Do(ctx, "role").Slice()
-	vc.Close()
-	if err != nil || len(role) < 3 || len(role[2].([]any)) == 0 {
-		t.Fatalf("ROLE of %s: %v %v", victim, role, err)
+	var role []any
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		role, err = vc.Do(ctx, "role").Slice()
+		if err == nil && len(role) >= 3 && len(role[2].([]any)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			vc.Close()
+			t.Fatalf("ROLE of %s: %v %v (no replica connected within 20 s)", victim, role, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	vc.Close()
 	r0 := role[2].([]any)[0].([]any)
 	replica = net.JoinHostPort(r0[0].(string), r0[1].(string))
 	rn := pc.node(replica)
