@@ -108,6 +108,12 @@ func TestShapes(t *testing.T) {
 // the first call ends unknown, a later call without faults follows.
 func runShapeCase(t *testing.T, srvOpts []pagpolartest.Option, r route, fc faultCase, cold bool, off time.Duration) (unknown, stillUnknown bool, problems []string) {
 	f := newFixture(t, srvOpts)
+	// The fixture's 20 s bound the setup and both calls together; with
+	// every shape at once under -race on two cores it ran out in the
+	// setup's lookups. The settle waits keep their own bounds.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	f.ctx = ctx
 	if off != 0 {
 		f.c.clock = offsetClock{base: f.srv.Clock, off: off}
 	}

@@ -115,6 +115,9 @@ func (s *Server) start(t testing.TB) {
 	s.log.Reset()
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
+	// Wait returns at most this long after the postmaster exits, even if
+	// a process it left holds the log pipe.
+	cmd.WaitDelay = 10 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting postgres: %v", err)
@@ -192,6 +195,12 @@ func (s *Server) signal(sig syscall.Signal) {
 // buffers (with synchronous_commit off) is lost.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
+	// The postmaster stops first, so that no backend is forked after the
+	// list is read: one forked meanwhile outlived the kill, holding the
+	// log pipe open, and Wait never returned.
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = syscall.Kill(s.cmd.Process.Pid, syscall.SIGSTOP)
+	}
 	pids := s.members()
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)

@@ -50,6 +50,7 @@ func Start(t testing.TB, args ...string) *Server {
 func (s *Server) start() error {
 	cmd := exec.Command(s.bin, append([]string{"--port", s.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.WaitDelay = 10 * time.Second // a forked child holding the pipes cannot hold Wait
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
