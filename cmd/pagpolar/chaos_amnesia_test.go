@@ -19,7 +19,6 @@ import (
 // effect nobody asked for), says why settling stopped, and the run exits
 // 3 (incomplete), not 1.
 func TestChaosReportsRedisAmnesiaAsLostRecords(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs worker processes on a private Redis it restarts")
 	}

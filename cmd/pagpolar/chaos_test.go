@@ -62,7 +62,6 @@ func runChaosTest(t *testing.T, cfg *chaosConfig) *chaosReport {
 // successful effects, none is left without an outcome, and both processes
 // report the same outcome for every operation.
 func TestTwoProcessesSameOrders(t *testing.T) {
-	t.Parallel()
 	for _, kind := range storeKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -99,7 +98,6 @@ func TestTwoProcessesSameOrders(t *testing.T) {
 // next two processes of workers 0 and 1, depend on how fast the machine is:
 // they are reported, not asserted.
 func TestChaosSmall(t *testing.T) {
-	t.Parallel()
 	for _, kind := range append(storeKinds, "redis-cluster") {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -197,7 +195,6 @@ func proxiedStoreURL(t *testing.T, kind string) (string, *tcpProxy) {
 // operation. Before, a restarted worker exited at once and the run ended
 // after three of them: "failed 3 times in a row without progress".
 func TestChaosSurvivesStoreOutage(t *testing.T) {
-	t.Parallel()
 	for _, kind := range []string{"redis", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -337,7 +337,6 @@ func waitPastProveBy(t *testing.T, ctx context.Context, rec keystore.Record) {
 // process (ResumeAll, then the order again) settles the operation, with
 // exactly one sale and no second request where the first one took effect.
 func TestCrashPoints(t *testing.T) {
-	t.Parallel()
 	for _, kind := range storeKinds {
 		for _, point := range []string{crashAfterSave, crashAfterSend} {
 			kind, point := kind, point

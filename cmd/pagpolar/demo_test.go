@@ -23,7 +23,6 @@ import (
 // and checks the report: no double effect, no operation without an outcome,
 // records in line with the ledger, and every fault kind met.
 func TestDemo(t *testing.T) {
-	t.Parallel()
 	var out, errb bytes.Buffer
 	code := runDemo(context.Background(), []string{"-orders", "400", "-concurrency", "32", "-fault-rate", "0.5", "-seed", "3", "-json"}, &out, &errb)
 	var rep report.Report
@@ -92,7 +91,6 @@ func TestDemo(t *testing.T) {
 // runs differed by one 500_no_commit. There only the verdict is compared.
 func TestDemoSeedReproducesFaults(t *testing.T) {
 	longtest.Skip(t)
-	t.Parallel()
 	run := func(conc string) report.Report {
 		var out, errb bytes.Buffer
 		code := runDemo(context.Background(), []string{"-orders", "120", "-concurrency", conc, "-fault-rate", "0.5", "-window", "200ms", "-seed", "11", "-store", "memory:", "-json"}, &out, &errb)
@@ -164,7 +162,6 @@ func TestDemoTextReport(t *testing.T) {
 // one after another.
 func TestDemoEveryShape(t *testing.T) {
 	longtest.Skip(t)
-	t.Parallel()
 	type run struct {
 		name string
 		args []string
@@ -281,7 +278,6 @@ func TestFaultMixRates(t *testing.T) {
 // API's clock cannot be dated) stay unknown, and are counted too.
 func TestDemoWebhooksSettleUnknowns(t *testing.T) {
 	longtest.Skip(t)
-	t.Parallel()
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := runDemo(context.Background(), []string{"-orders", "200", "-concurrency", "32", "-fault-rate", "0.5", "-seed", "3",
@@ -320,7 +316,6 @@ func TestDemoWebhooksSettleUnknowns(t *testing.T) {
 // effect exists is answered — succeeded with its decision — and none is
 // left unknown while its effect exists; nothing is charged twice.
 func TestDemoAsync(t *testing.T) {
-	t.Parallel()
 	var out, errb bytes.Buffer
 	code := runDemo(context.Background(), []string{"-async", "-orders", "200", "-concurrency", "32", "-seed", "5", "-json"}, &out, &errb)
 	var rep report.Report
