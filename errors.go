@@ -267,6 +267,11 @@ func outcomeOf(err error, st keystore.State) Outcome {
 		return OutcomeUnknown
 	case errors.Is(err, ErrDeclined), errors.Is(err, ErrRefused), st == keystore.StateFailed:
 		return OutcomeFailed
+	case errors.Is(err, ErrStoreUnproven):
+		// Nothing was sent by this call, but the lookup that must precede
+		// the first send on a store that may have lost records did not
+		// conclude: an earlier call's effect may exist.
+		return OutcomeUnknown
 	case errors.Is(err, ErrStoreUnavailable) && !errors.As(err, new(unsentError)):
 		// This call sent nothing, but a store that failed may hold an
 		// earlier call's record, and so an effect: nothing proves there is

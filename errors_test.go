@@ -40,6 +40,7 @@ func TestOutcomeOf_Branches(t *testing.T) {
 		{"no store, an earlier call's record unread", &OperationError{OperationID: "op", Err: ErrStoreUnavailable}, OutcomeUnknown},
 		{"no store while the operation was recorded unknown", &OperationError{OperationID: "op", State: keystore.StateUnknown, Err: ErrStoreUnavailable}, OutcomeUnknown},
 		{"amnesia", &OperationError{OperationID: "op", Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, keystore.ErrAmnesia)}, OutcomeUnknown},
+		{"store history unproven, the lookup before the first send not conclusive", &OperationError{OperationID: "op", State: keystore.StatePending, Err: fmt.Errorf("%w: not conclusive", ErrStoreUnproven)}, OutcomeUnknown},
 		{"401", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: &APIError{StatusCode: 401, FromAPI: true}}, OutcomeNotExecuted},
 		{"declined, not recorded", &OperationError{OperationID: "op", State: keystore.StatePending, Err: &unrecordedError{outcome: ErrDeclined}}, OutcomeFailed},
 	}

@@ -238,7 +238,7 @@ func (c *Client) runOp(ctx context.Context, s *opSpec) (res *settled, err error)
 		}
 		return e.existing(ctx, created)
 	}
-	return nil, e.createFailed(ctx, rec, err)
+	return nil, e.createFailed(ctx, rec, err, unproven)
 }
 
 // wantsSnapshot: refunds and plan changes always take a snapshot before a
@@ -260,7 +260,12 @@ func (e *exec) wantsSnapshot() bool {
 // sent. Re-read it; if it is ours, release it (nothing was sent, and its
 // durability was not confirmed); if the store cannot be read either,
 // remember the lease so that the next call of this client can take it back.
-func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error) error {
+//
+// The store's answer proves no earlier call recorded the operation only
+// while its history is proven: a store that may have lost records (unproven)
+// answers "absent", or "the record this call created", for an operation an
+// earlier call sent.
+func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error, unproven bool) error {
 	c := e.c
 	if errors.Is(err, keystore.ErrAmnesia) {
 		// The store detected that it lost records it had acknowledged and
@@ -279,9 +284,13 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error)
 	case gerr == nil && got.LeaseOwner == e.owner:
 		// The record is the one this call created: no earlier call had one.
 		_ = c.store.Release(gctx, got.OperationID, got.LeaseToken)
-		out = unsentError{out}
+		if !unproven {
+			out = unsentError{out}
+		}
 	case errors.Is(gerr, keystore.ErrNotFound):
-		out = unsentError{out}
+		if !unproven {
+			out = unsentError{out}
+		}
 	case gerr != nil:
 		c.orphans.add(rec.OperationID, e.owner)
 	}

@@ -20,7 +20,9 @@ import (
 
 // ErrStoreUnproven: the key store cannot prove its history (see
 // keystore.HistoryProver), and the lookup that must precede the first send
-// was not conclusive in time. Nothing was sent; call again.
+// was not conclusive in time. This call sent nothing, but an earlier
+// call whose record the store lost may have: the outcome is unknown
+// (OutcomeOf); call again with the same operation ID.
 var ErrStoreUnproven = errors.New("pagpolar: key store history unproven; nothing was sent")
 
 // causeUnproven is the Cause of the lookups made before a first send
