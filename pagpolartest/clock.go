@@ -86,22 +86,10 @@ func (c *Clock) fire(w *waiter) {
 // channel then never fires). Callers that may stop waiting early, e.g. on a
 // context, use it so that nothing is left behind until the deadline.
 func (c *Clock) NewTimer(d time.Duration) (ch <-chan time.Time, stop func()) {
-	out := make(chan time.Time, 1)
-	if d <= 0 {
-		out <- c.Now()
-		return out, func() {}
-	}
 	c.mu.Lock()
-	w := &waiter{deadline: time.Now().Add(c.offset).Add(d), ch: out}
-	c.waiters[w] = struct{}{}
-	w.timer = time.AfterFunc(d, func() { c.fire(w) })
+	at := time.Now().Add(c.offset).Add(d)
 	c.mu.Unlock()
-	return out, func() {
-		c.mu.Lock()
-		delete(c.waiters, w)
-		c.mu.Unlock()
-		w.timer.Stop()
-	}
+	return c.timerAt(at)
 }
 
 // timerAt is NewTimer to an instant on the clock: it fires once the clock
