@@ -234,7 +234,9 @@ const (
 	// OutcomeNotExecuted: nothing was processed (bad params, a store that
 	// held no record of the operation and could not take one, rate
 	// limited, shed, 401/403, a misconfigured base URL, or the operation ID
-	// names another call's params). Fix what the error names, if anything,
+	// names another call's params), each only once the record says so: a
+	// "not executed" the store did not take is OutcomeUnknown, since
+	// another worker may hold the operation. Fix what the error names, if anything,
 	// and call again with the SAME operation ID. errors.Is(err, ErrNotExecuted).
 	OutcomeNotExecuted Outcome = "not_executed"
 	// OutcomeUnknown: the effect may exist (a lost answer not settled yet,
@@ -247,9 +249,10 @@ const (
 
 // OutcomeOf says which of the three branches an error returned by an
 // operation call (Payments.Pix, Refunds.Create, ...) falls in. Only a
-// definite failure is OutcomeFailed; an error the SDK cannot place is
-// OutcomeNotExecuted or OutcomeUnknown, whose remedy — calling again with
-// the same operation ID — is safe whatever happened. OutcomeOf(nil) is "".
+// definite failure is OutcomeFailed and only a proven absence of effect
+// OutcomeNotExecuted; an error the SDK cannot place is OutcomeUnknown,
+// whose remedy — calling again with the same operation ID — is safe
+// whatever happened. OutcomeOf(nil) is "".
 func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return ""
@@ -267,28 +270,36 @@ func outcomeOf(err error, st keystore.State) Outcome {
 		return OutcomeUnknown
 	case errors.Is(err, ErrDeclined), errors.Is(err, ErrRefused), st == keystore.StateFailed:
 		return OutcomeFailed
-	case errors.Is(err, ErrStoreUnproven):
-		// Nothing was sent by this call, but the lookup that must precede
-		// the first send on a store that may have lost records did not
-		// conclude: an earlier call's effect may exist.
-		return OutcomeUnknown
-	case errors.Is(err, ErrStoreUnavailable) && !errors.As(err, new(unsentError)):
-		// This call sent nothing, but a store that failed may hold an
-		// earlier call's record, and so an effect: nothing proves there is
-		// none (SAFETY rule 12).
-		return OutcomeUnknown
+	case errors.As(err, new(*ValidationError)), errors.As(err, new(notExecutedError)):
+		return OutcomeNotExecuted
 	}
-	return OutcomeNotExecuted
+	// Nothing proves that no effect exists (SAFETY rule 12): a store that
+	// failed may hold an earlier call's record, a record that could not be
+	// read may say the operation was sent, an error the SDK did not foresee
+	// may follow a send. The remedy of unknown — call again with the same
+	// operation ID — is the one that is safe whatever happened.
+	return OutcomeUnknown
 }
 
-// unsentError marks a store failure of a call that proved no earlier call
-// recorded the operation (the store answered that its record was absent,
-// or held the record this call created): with nothing sent now, the
-// operation is not_executed. Its text is the error's own.
-type unsentError struct{ err error }
+// notExecutedError marks an error whose operation is proven not executed:
+// the params failed a check before anything was saved or sent, or the
+// store holds (or, with a proven history, answered that it holds no) record
+// saying nothing was processed, written by this call while it held the
+// operation. Only errors so marked (and *ValidationError) are
+// OutcomeNotExecuted. Its text is the error's own.
+type notExecutedError struct{ err error }
 
-func (u unsentError) Error() string { return u.err.Error() }
-func (u unsentError) Unwrap() error { return u.err }
+func (u notExecutedError) Error() string { return u.err.Error() }
+func (u notExecutedError) Unwrap() error { return u.err }
+
+// opCause is err without the *OperationError that wraps it, for an error
+// that becomes the cause of another operation error.
+func opCause(err error) error {
+	if oe := (*OperationError)(nil); errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
+}
 
 // OperationError wraps an error with the operation it belongs to. Every
 // error an operation call returns after validation is one; errors.Is

@@ -34,14 +34,18 @@ func TestOutcomeOf_Branches(t *testing.T) {
 		{"refused", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: ErrRefused}, OutcomeFailed},
 		{"API 422", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: &APIError{StatusCode: 422, FromAPI: true}}, OutcomeFailed},
 		{"collision", &OperationError{OperationID: "op", State: keystore.StateFailed, Err: ErrParamsMismatch}, OutcomeFailed},
-		{"reused ID, other params, while the first succeeded", &OperationError{OperationID: "op", State: keystore.StateSucceeded, Err: ErrParamsMismatch}, OutcomeNotExecuted},
-		{"rate limited", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: ErrRateLimited}, OutcomeNotExecuted},
-		{"no store, no record of the operation", &OperationError{OperationID: "op", Err: unsentError{fmt.Errorf("%w: nothing was sent", ErrStoreUnavailable)}}, OutcomeNotExecuted},
+		{"reused ID, other params, while the first succeeded", &OperationError{OperationID: "op", State: keystore.StateSucceeded, Err: notExecutedError{ErrParamsMismatch}}, OutcomeNotExecuted},
+		{"rate limited", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: notExecutedError{ErrRateLimited}}, OutcomeNotExecuted},
+		{"rate limited, not recorded: the lease ran out meanwhile", &OperationError{OperationID: "op", State: keystore.StatePending, Err: &OutcomeUnknownError{OperationID: "op", Err: fmt.Errorf("%w (recording it: %w)", ErrRateLimited, ErrLeaseLost)}}, OutcomeUnknown},
+		{"an error the SDK did not place, the record succeeded", &OperationError{OperationID: "op", State: keystore.StateSucceeded, Err: errors.New("stored result unreadable")}, OutcomeUnknown},
+		{"an error the SDK did not place, nothing recorded", &OperationError{OperationID: "op", Err: errors.New("pagpolar: something unforeseen")}, OutcomeUnknown},
+		{"an unsettled record whose metadata is unreadable", &OperationError{OperationID: "op", State: keystore.StateUnknown, Err: errors.New("record metadata unreadable")}, OutcomeUnknown},
+		{"no store, no record of the operation", &OperationError{OperationID: "op", Err: notExecutedError{fmt.Errorf("%w: nothing was sent", ErrStoreUnavailable)}}, OutcomeNotExecuted},
 		{"no store, an earlier call's record unread", &OperationError{OperationID: "op", Err: ErrStoreUnavailable}, OutcomeUnknown},
 		{"no store while the operation was recorded unknown", &OperationError{OperationID: "op", State: keystore.StateUnknown, Err: ErrStoreUnavailable}, OutcomeUnknown},
 		{"amnesia", &OperationError{OperationID: "op", Err: fmt.Errorf("%w: %w", ErrStoreUnavailable, keystore.ErrAmnesia)}, OutcomeUnknown},
 		{"store history unproven, the lookup before the first send not conclusive", &OperationError{OperationID: "op", State: keystore.StatePending, Err: fmt.Errorf("%w: not conclusive", ErrStoreUnproven)}, OutcomeUnknown},
-		{"401", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: &APIError{StatusCode: 401, FromAPI: true}}, OutcomeNotExecuted},
+		{"401", &OperationError{OperationID: "op", State: keystore.StateNotExecuted, Err: notExecutedError{&APIError{StatusCode: 401, FromAPI: true}}}, OutcomeNotExecuted},
 		{"declined, not recorded", &OperationError{OperationID: "op", State: keystore.StatePending, Err: &unrecordedError{outcome: ErrDeclined}}, OutcomeFailed},
 	}
 	sentinel := map[Outcome]error{OutcomeFailed: ErrFailed, OutcomeNotExecuted: ErrNotExecuted, OutcomeUnknown: ErrOutcomeUnknown}
@@ -187,6 +191,126 @@ func TestOutcomeOf_StoreFailureIsNotExecutedOnlyWithoutAnEarlierRecord(t *testin
 			}
 			if sales > 0 && OutcomeOf(err) != OutcomeUnknown {
 				t.Errorf("answered %q while the operation's sale exists", OutcomeOf(err))
+			}
+		})
+	}
+}
+
+// leaseTheftStore lets another worker take the operation just before this
+// call writes "not executed": the lease ran out while the call waited out
+// its 429s, and a worker that found it expired acquired it (and may send).
+type leaseTheftStore struct {
+	*keystore.Memory
+	clk    *pagpolartest.Clock
+	ttl    time.Duration
+	stolen bool
+}
+
+func (s *leaseTheftStore) Update(ctx context.Context, r keystore.Record) (keystore.Record, error) {
+	if r.State == keystore.StateNotExecuted && !s.stolen {
+		s.stolen = true
+		s.clk.Advance(s.ttl + time.Second)
+		if _, err := s.Memory.Acquire(ctx, r.OperationID, "another-worker", s.ttl); err != nil {
+			return keystore.Record{}, fmt.Errorf("test store: taking the lease: %w", err)
+		}
+	}
+	return s.Memory.Update(ctx, r)
+}
+
+// "Not executed" is an answer only once written: a call whose attempts
+// were all refused before processing, but whose record could not take that
+// because its lease had passed to another worker, cannot say nothing was
+// processed — the other worker holds the operation and may send it. It is
+// unknown, and still says why (the 429s); a later call settles it.
+func TestOutcomeOf_NotExecutedUnwrittenIsUnknown(t *testing.T) {
+	clk := pagpolartest.NewClock()
+	st := &leaseTheftStore{Memory: keystore.NewMemoryWithClock(clk), clk: clk, ttl: testPolicy().LeaseTTL}
+	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithClock(clk)}, WithStore(st), WithClock(clk))
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultRateLimit, Times: 100})
+	p := PixParams{OperationID: "pix:order-theft", OfferID: "offer-basic", ExternalReference: "order-theft", Customer: goodCustomer}
+	_, err := f.c.Payments.Pix(f.ctx, p)
+	if !st.stolen {
+		t.Fatalf("the call never wrote not_executed (%v)", err)
+	}
+	if got := OutcomeOf(err); got != OutcomeUnknown {
+		t.Fatalf("OutcomeOf = %q, want unknown: another worker holds the operation (%v)", got, err)
+	}
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotExecuted) || !errors.Is(err, ErrRateLimited) {
+		t.Errorf("err %v: want ErrOutcomeUnknown and ErrRateLimited, not ErrNotExecuted", err)
+	}
+	var oe *OperationError
+	if !errors.As(err, &oe) || oe.State == keystore.StateNotExecuted {
+		t.Errorf("OperationError.State = %q: the store never took not_executed", oe.State)
+	}
+	// The same ID, once the API takes requests and the lease is free
+	// again, charges once.
+	f.srv.ClearFaults()
+	clk.Advance(st.ttl + time.Second)
+	if _, err := f.c.Payments.Pix(f.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.assertNoDuplicates(t)
+	if n := f.successful("sale"); n != 1 {
+		t.Errorf("%d successful sales, want 1", n)
+	}
+}
+
+// A record this SDK cannot read whole — an unsettled one whose metadata
+// does not decode, a succeeded one whose stored result does not — proves
+// nothing about the effect: the call is unknown (an *OperationError, so
+// errors.Is places it), never "not executed".
+func TestOutcomeOf_UnreadableRecordIsUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		unknown bool // the first call ends unknown (its answer lost, lookups failing)
+		spoil   func(*keystore.Record)
+	}{
+		{"unsettled, metadata unreadable", true, func(r *keystore.Record) { r.Meta = []byte("{not json") }},
+		{"succeeded, result unreadable", false, func(r *keystore.Record) { r.Result = []byte("{not json") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			p := PixParams{OperationID: "pix:order-spoilt", OfferID: "offer-basic", ExternalReference: "order-spoilt", Customer: goodCustomer}
+			c := f.c
+			if tc.unknown {
+				pol := testPolicy()
+				pol.MaxSettleWait = 300 * time.Millisecond
+				var once sync.Once
+				c = f.client(t, WithStore(f.store), WithRetryPolicy(pol), WithHook(func(_ context.Context, e Event) {
+					if e.Kind == EventSent {
+						once.Do(func() { f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit}) })
+					}
+				}))
+				f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultCommitThenDrop, Times: 1})
+			}
+			_, err := c.Payments.Pix(f.ctx, p)
+			if tc.unknown != (err != nil) {
+				t.Fatalf("first call: %v", err)
+			}
+			f.srv.ClearFaults()
+			id := c.storeID(p.OperationID)
+			r, err := f.store.Acquire(f.ctx, id, "test", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.spoil(&r)
+			if r, err = f.store.Update(f.ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.store.Release(f.ctx, id, r.LeaseToken); err != nil {
+				t.Fatal(err)
+			}
+			posts := f.posts("pix")
+			_, err = c.Payments.Pix(f.ctx, p)
+			if got := OutcomeOf(err); got != OutcomeUnknown || !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotExecuted) {
+				t.Errorf("OutcomeOf = %q (%v), want unknown: the sale exists", got, err)
+			}
+			if n := f.posts("pix"); n != posts {
+				t.Errorf("%d POSTs on a record it could not read, want %d", n, posts)
+			}
+			f.assertNoDuplicates(t)
+			if n := f.successful("sale"); n != 1 {
+				t.Errorf("%d successful sales, want 1", n)
 			}
 		})
 	}

@@ -142,10 +142,10 @@ func paramsMismatch(opID string, cur keystore.Record) error {
 	switch cur.State {
 	case keystore.StateSucceeded:
 		return &OperationError{OperationID: opID, Key: cur.Key, State: cur.State,
-			Err: fmt.Errorf("%w: operation %q already SUCCEEDED with other params (its effect is %s): the order is charged; a new operation ID is a second charge, only for when you mean one", ErrParamsMismatch, opID, cur.ResultRef)}
+			Err: notExecutedError{fmt.Errorf("%w: operation %q already SUCCEEDED with other params (its effect is %s): the order is charged; a new operation ID is a second charge, only for when you mean one", ErrParamsMismatch, opID, cur.ResultRef)}}
 	case keystore.StateFailed, keystore.StateNotExecuted:
 		return &OperationError{OperationID: opID, Key: cur.Key, State: cur.State,
-			Err: fmt.Errorf("%w: operation %q is recorded (%s) with other params; a new attempt needs a new operation ID", ErrParamsMismatch, opID, cur.State)}
+			Err: notExecutedError{fmt.Errorf("%w: operation %q is recorded (%s) with other params; a new attempt needs a new operation ID", ErrParamsMismatch, opID, cur.State)}}
 	}
 	return &OutcomeUnknownError{OperationID: opID, Key: cur.Key,
 		Reason: fmt.Sprintf("operation %q is recorded with other params and is still %s: its first request may have taken effect. "+

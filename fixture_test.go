@@ -78,7 +78,7 @@ func (f *fixture) client(t *testing.T, opts ...Option) *Client {
 	return c
 }
 
-// assertLedger is the assertion that matters: no operation got two
+// assertNoDuplicates is the assertion that matters: no operation got two
 // successful effects.
 func (f *fixture) assertNoDuplicates(t *testing.T) {
 	t.Helper()

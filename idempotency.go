@@ -285,11 +285,11 @@ func (e *exec) createFailed(ctx context.Context, rec keystore.Record, err error,
 		// The record is the one this call created: no earlier call had one.
 		_ = c.store.Release(gctx, got.OperationID, got.LeaseToken)
 		if !unproven {
-			out = unsentError{out}
+			out = notExecutedError{out}
 		}
 	case errors.Is(gerr, keystore.ErrNotFound):
 		if !unproven {
-			out = unsentError{out}
+			out = notExecutedError{out}
 		}
 	case gerr != nil:
 		c.orphans.add(rec.OperationID, e.owner)
@@ -325,7 +325,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 		e.rec.Fingerprint = s.fp // re-fingerprinted under the current secret at the next write
 	}
 	defer e.release(ctx)
-	if res, err, ok := e.applyUnrecorded(ctx); ok {
+	if res, err, ok := e.applyUnrecorded(ctx); ok && (err != nil || e.rec.State != keystore.StateNotExecuted) {
 		return res, err
 	}
 	var m opMeta

@@ -316,7 +316,8 @@ func (e *exec) saveOutcome(ctx context.Context) error {
 }
 
 // applyUnrecorded writes and answers an outcome this client knew and could
-// not write (saveOutcome), if the record is still as it was then: a record
+// not write (saveOutcome), if the record is still as it was then (a
+// not_executed one it only writes: ok with a nil result and error): a record
 // someone else has written since (another host continued the operation)
 // makes the remembered outcome stale, and it is forgotten.
 func (e *exec) applyUnrecorded(ctx context.Context) (*settled, error, bool) {
@@ -331,6 +332,11 @@ func (e *exec) applyUnrecorded(ctx context.Context) (*settled, error, bool) {
 	e.rec.State, e.rec.ResultRef, e.rec.Result, e.rec.Error = known.State, known.ResultRef, known.Result, known.Error
 	if err := e.saveOutcome(ctx); err != nil {
 		return nil, e.notRecorded(fmt.Errorf("pagpolar: operation %q was %s", e.s.id, known.State), err), true
+	}
+	if e.rec.State == keystore.StateNotExecuted {
+		// Written now: the operation is what a not_executed record is,
+		// one a call sends again (runOp goes on) and Resume reports.
+		return nil, nil, true
 	}
 	res, err := e.c.fromRecord(e.s.id, e.rec)
 	return res, err, true
@@ -372,10 +378,18 @@ func storedReason(e *APIError) string {
 func (e *exec) notExecuted(ctx context.Context, reason string, cause error) error {
 	e.rec.State, e.rec.Error = keystore.StateNotExecuted, reason
 	if err := e.saveOutcome(ctx); err != nil {
+		// This call's attempts were not processed, but the record still
+		// says the operation may be in flight, and nothing proves this
+		// call still holds it: a lease that ran out while it waited
+		// (ErrLeaseLost) lets another worker send. Not executed is an
+		// answer only once written (SAFETY rule 12).
 		e.c.log.WarnContext(ctx, "pagpolar: could not record not_executed", "op", e.s.id, "err", err)
+		e.rec.State = e.stored
+		return e.opErr(e.unknownErr("no attempt of this call was processed, but the key store did not record that, so another worker may hold the operation and have sent it",
+			fmt.Errorf("%w (recording it: %w)", cause, opCause(err))))
 	}
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted)})
-	return e.opErr(cause)
+	return e.opErr(notExecutedError{cause})
 }
 
 // unknownErr builds the outcome-unknown error; its reason and cause are

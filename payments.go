@@ -2,7 +2,6 @@ package pagpolar
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -163,9 +162,9 @@ func (s *PaymentsService) charge(ctx context.Context, spec *opSpec) (*Charge, er
 	if err != nil {
 		return nil, err
 	}
-	sale, err := resultOf[Sale](res)
+	sale, err := resultOf[Sale](spec.id, res)
 	if err != nil {
-		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
+		return nil, err
 	}
 	return &Charge{Sale: sale, Operation: res.op}, nil
 }

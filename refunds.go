@@ -2,7 +2,6 @@ package pagpolar
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strconv"
 
@@ -57,9 +56,9 @@ func (s *RefundsService) Create(ctx context.Context, p RefundParams) (*RefundRes
 	if err != nil {
 		return nil, err
 	}
-	r, err := resultOf[Refund](res)
+	r, err := resultOf[Refund](spec.id, res)
 	if err != nil {
-		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
+		return nil, err
 	}
 	return &RefundResult{Refund: r, Operation: res.op}, nil
 }

@@ -140,8 +140,13 @@ func (e *exec) markSend(ctx context.Context) error {
 	c := e.c
 	if sn := e.storeNow(c.clock.Now()); c.maxOpAge > 0 && !e.rec.CreatedAt.IsZero() && !sn.IsZero() && sn.Sub(e.rec.CreatedAt) > c.maxOpAge {
 		e.rec.State, e.rec.Error = keystore.StateNotExecuted, "operation older than MaxOperationAge"
-		_ = e.save(ctx)
-		return e.opErr(ErrOperationTooOld)
+		if err := e.save(ctx); err != nil {
+			// Not recorded: another worker may take the operation and
+			// send it, so this call cannot say it was not executed.
+			e.rec.State = e.stored
+			return e.opErr(e.unknownErr("the operation is older than MaxOperationAge and was not sent, but the key store did not record that", fmt.Errorf("%w (recording it: %w)", ErrOperationTooOld, opCause(err))))
+		}
+		return e.opErr(notExecutedError{ErrOperationTooOld})
 	}
 	if needsSnapshot(e.s.kind) && !e.meta.Snapshotted {
 		// Never reached by the paths above; a refund or plan change sent

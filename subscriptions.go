@@ -2,7 +2,6 @@ package pagpolar
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 
@@ -74,9 +73,9 @@ func (s *SubscriptionsService) Subscribe(ctx context.Context, p SubscribeParams)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := resultOf[Subscription](res)
+	sub, err := resultOf[Subscription](spec.id, res)
 	if err != nil {
-		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
+		return nil, err
 	}
 	return &SubscriptionResult{Subscription: sub, Operation: res.op}, nil
 }
@@ -106,9 +105,9 @@ func (s *SubscriptionsService) ChangePlan(ctx context.Context, p ChangePlanParam
 	if err != nil {
 		return nil, err
 	}
-	pc, err := resultOf[PlanChange](res)
+	pc, err := resultOf[PlanChange](spec.id, res)
 	if err != nil {
-		return nil, fmt.Errorf("pagpolar: operation %q: stored result unreadable: %w", spec.id, err)
+		return nil, err
 	}
 	return &PlanChangeResult{PlanChange: pc, Operation: res.op}, nil
 }

@@ -2,6 +2,7 @@ package pagpolar
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go/internal/wire"
@@ -101,11 +102,21 @@ func wireCustomer(c Customer) wire.Customer {
 
 // resultOf returns the typed result of a settled operation: the value the
 // call obtained, or the one decoded from the stored record.
-func resultOf[T any](res *settled) (*T, error) {
+// resultOf is the typed result of a settled operation. A stored result
+// that does not decode is an *OperationError whose outcome is unknown: the
+// record says the operation succeeded, but a record this SDK cannot read
+// whole is not one it can answer from (the store was written by something
+// else, or damaged); nothing proves what it holds, so never not_executed.
+func resultOf[T any](opID string, res *settled) (*T, error) {
 	if v, ok := res.value.(T); ok {
 		return &v, nil
 	}
-	return decodeResult[T](res.rec.Result)
+	v, err := decodeResult[T](res.rec.Result)
+	if err != nil {
+		return nil, &OperationError{OperationID: opID, Key: res.rec.Key, State: res.rec.State,
+			Err: fmt.Errorf("the record says %s (effect %s) but its stored result is unreadable: %w", res.rec.State, res.rec.ResultRef, err)}
+	}
+	return v, nil
 }
 
 func decodeResult[T any](b []byte) (*T, error) {
