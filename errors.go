@@ -23,7 +23,9 @@ var (
 	ErrNotExecuted = errors.New("pagpolar: operation not executed")
 
 	// ErrUnauthorized: the API answered 401 or 403 (bad or expired token).
-	// Nothing was processed; the operation is left not_executed.
+	// Nothing was processed; the operation is left not_executed (as for
+	// ErrRateLimited, the branch is OutcomeOf's: unknown if the store did
+	// not take that).
 	ErrUnauthorized = errors.New("pagpolar: unauthorized")
 
 	// ErrValidation: the params failed local validation (a *ValidationError,
@@ -37,11 +39,16 @@ var (
 	ErrDeclined = errors.New("pagpolar: payment declined")
 
 	// ErrRateLimited: the API answered 429 and the retries allowed by the
-	// policy ran out. Nothing was processed; the operation is not_executed.
+	// policy ran out. No attempt was processed; the operation is
+	// not_executed once its record says so. If the store did not take that
+	// (another worker may hold the operation), the error is OutcomeUnknown
+	// and still matches this: branch on OutcomeOf or ErrNotExecuted, not on
+	// the cause.
 	ErrRateLimited = errors.New("pagpolar: rate limited")
 
 	// ErrUnavailable: the API shed the request with its own 503 and the retries
-	// ran out. Nothing was processed; the operation is not_executed.
+	// ran out. Nothing was processed; the operation is not_executed (the
+	// branch is OutcomeOf's, as for ErrRateLimited).
 	ErrUnavailable = errors.New("pagpolar: service unavailable")
 
 	// ErrInProgress: another worker (goroutine or process) holds this
@@ -60,7 +67,10 @@ var (
 
 	// ErrParamsMismatch: the operation ID is already recorded with different
 	// params (SAFETY rule 10; nothing was sent), or the API returned a 2xx that
-	// belongs to another request (rule 7: an operation-ID/key collision).
+	// belongs to another request (rule 7: an operation-ID/key collision). Its
+	// branch is the operation's: failed when the record failed, unknown when
+	// it succeeded (the order is charged: never "not executed") or is not
+	// settled for good.
 	ErrParamsMismatch = errors.New("pagpolar: operation ID reused with different params")
 
 	// ErrStoreUnavailable: the key store could not record the operation, so
@@ -75,7 +85,8 @@ var (
 
 	// ErrBudgetExhausted: the client-wide retry budget is spent (the API is
 	// failing a large share of requests). The request was definitely not
-	// processed; the operation is not_executed and may be called again later.
+	// processed; the operation is not_executed (the branch is OutcomeOf's,
+	// as for ErrRateLimited) and may be called again later.
 	ErrBudgetExhausted = errors.New("pagpolar: retry budget exhausted")
 
 	// ErrNotFound: a read route answered 404, or a refund/plan change targets a
@@ -231,12 +242,12 @@ const (
 	// operation is over: a new attempt (a new card, fixed data) goes under a
 	// NEW operation ID. errors.Is(err, ErrFailed).
 	OutcomeFailed Outcome = "failed"
-	// OutcomeNotExecuted: nothing was processed (bad params, a store that
-	// held no record of the operation and could not take one, rate
-	// limited, shed, 401/403, a misconfigured base URL, or the operation ID
-	// names another call's params), each only once the record says so: a
-	// "not executed" the store did not take is OutcomeUnknown, since
-	// another worker may hold the operation. Fix what the error names, if anything,
+	// OutcomeNotExecuted: nothing was processed, and that is proven: bad
+	// params (nothing saved or sent), a store that answered it held no
+	// record of the operation and could not take one, or a record that
+	// now says so (rate limited, shed, 401/403, a misconfigured base URL).
+	// A "not executed" the store did not take is OutcomeUnknown: another
+	// worker may hold the operation. Fix what the error names, if anything,
 	// and call again with the SAME operation ID. errors.Is(err, ErrNotExecuted).
 	OutcomeNotExecuted Outcome = "not_executed"
 	// OutcomeUnknown: the effect may exist (a lost answer not settled yet,

@@ -133,21 +133,30 @@ func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
 }
 
 // paramsMismatch is the error for a call whose params differ from the
-// recorded operation's. On a settled operation it is ErrParamsMismatch: the
-// operation is over, and another charge needs another operation ID. On an
-// unsettled one (pending, unknown) the first request may have taken effect:
-// the answer is "outcome unknown", and the advice is to settle it first —
-// a new operation ID now could charge twice.
+// recorded operation's (SAFETY rule 10: nothing is sent). Its outcome is
+// about the operation, not about this call's request:
+//   - failed: the operation is over, definitely without effect
+//     (OutcomeFailed); another attempt needs another operation ID;
+//   - succeeded: the effect exists, so "not executed" would be false and
+//     a checkout that read it would tell the buyer the order is unpaid.
+//     It is ErrParamsMismatch and OutcomeUnknown (the one branch whose
+//     handling — the order may be charged, never start it over — is safe),
+//     and its text says the order is charged;
+//   - pending, unknown, not_executed: the record was read without the
+//     operation's lease, and a call with the recorded params may send it
+//     (or its first request may have taken effect): "outcome unknown",
+//     with the advice to settle it first — a new operation ID now could
+//     charge twice.
 func paramsMismatch(opID string, cur keystore.Record) error {
 	switch cur.State {
 	case keystore.StateSucceeded:
 		return &OperationError{OperationID: opID, Key: cur.Key, State: cur.State,
-			Err: notExecutedError{fmt.Errorf("%w: operation %q already SUCCEEDED with other params (its effect is %s): the order is charged; a new operation ID is a second charge, only for when you mean one", ErrParamsMismatch, opID, cur.ResultRef)}}
-	case keystore.StateFailed, keystore.StateNotExecuted:
+			Err: fmt.Errorf("%w: operation %q already SUCCEEDED with other params (its effect is %s): the order is charged; a new operation ID is a second charge, only for when you mean one", ErrParamsMismatch, opID, cur.ResultRef)}
+	case keystore.StateFailed:
 		return &OperationError{OperationID: opID, Key: cur.Key, State: cur.State,
-			Err: notExecutedError{fmt.Errorf("%w: operation %q is recorded (%s) with other params; a new attempt needs a new operation ID", ErrParamsMismatch, opID, cur.State)}}
+			Err: fmt.Errorf("%w: operation %q is recorded (%s) with other params; a new attempt needs a new operation ID", ErrParamsMismatch, opID, cur.State)}
 	}
 	return &OutcomeUnknownError{OperationID: opID, Key: cur.Key,
-		Reason: fmt.Sprintf("operation %q is recorded with other params and is still %s: its first request may have taken effect. "+
+		Reason: fmt.Sprintf("operation %q is recorded with other params and is %s, not settled for good: a call with those params may send it, or its first request may have taken effect. "+
 			"Settle it first — call again with the params it was recorded with, Client.Resume, or `pagpolar ops settle` — and never use a new operation ID while it is unsettled", opID, cur.State)}
 }

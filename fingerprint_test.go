@@ -98,15 +98,41 @@ func TestParamsMismatch_UnsettledOperationIsUnknown(t *testing.T) {
 			t.Errorf("the advice lacks %q: %v", want, err)
 		}
 	}
-	// Settled, the same mismatch is a definite ErrParamsMismatch.
+	// Succeeded, the same mismatch is a definite ErrParamsMismatch that
+	// says the order is charged. Its branch is unknown, never not
+	// executed: the effect exists, and a checkout that read "not
+	// executed" would tell the buyer to pay again another way.
 	f.srv.ClearFaults()
 	p.Customer.Email = goodCustomer.Email
 	if _, err := f.c.Payments.Pix(f.ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	p.Customer.Email = "corrected@exemplo.com"
-	if _, err := f.c.Payments.Pix(f.ctx, p); !errors.Is(err, ErrParamsMismatch) || isUnknown(err) {
-		t.Fatalf("settled + other params: %v, want ErrParamsMismatch", err)
+	_, err = f.c.Payments.Pix(f.ctx, p)
+	if !errors.Is(err, ErrParamsMismatch) || OutcomeOf(err) != OutcomeUnknown || errors.Is(err, ErrNotExecuted) || !strings.Contains(err.Error(), "the order is charged") {
+		t.Fatalf("succeeded + other params: %v (%s), want ErrParamsMismatch, unknown, saying the order is charged", err, OutcomeOf(err))
+	}
+}
+
+// A not_executed record is settled but not over: a call with its recorded
+// params sends it. Read without the operation's lease, it cannot prove
+// that nothing is being processed, so a call with other params is
+// "outcome unknown" (settle it first), not "not executed".
+func TestParamsMismatch_NotExecutedRecordIsUnknown(t *testing.T) {
+	f := newFixture(t, nil)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultRateLimit, Times: 100})
+	p := PixParams{OperationID: "pix:order-ne", OfferID: "offer-basic", ExternalReference: "order-ne", Customer: goodCustomer}
+	if _, err := f.c.Payments.Pix(f.ctx, p); OutcomeOf(err) != OutcomeNotExecuted {
+		t.Fatalf("first call: %v, want not executed", err)
+	}
+	f.srv.ClearFaults()
+	p.OfferID = "offer-premium"
+	_, err := f.c.Payments.Pix(f.ctx, p)
+	if OutcomeOf(err) != OutcomeUnknown || errors.Is(err, ErrNotExecuted) || !strings.Contains(err.Error(), "Settle it first") {
+		t.Fatalf("not_executed + other params: %v (%s), want unknown with the advice to settle first", err, OutcomeOf(err))
+	}
+	if n := f.posts("pix"); n != 6 {
+		t.Errorf("%d POSTs, want the first call's 6 and none for other params", n)
 	}
 }
 

@@ -82,7 +82,19 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		return out, nil
 	}
 	if rec.State == keystore.StatePending && rec.Attempts == 0 {
-		// Saved, never sent (a refund that crashed during its snapshot).
+		// Saved, never sent (a refund that crashed during its snapshot) —
+		// which the record proves only in a store that kept what it
+		// acknowledged (SAFETY rule 13). In one that cannot prove its
+		// history, the record may be a reverted copy of one that was sent,
+		// or stand beside a lost one; and a lookup by its pre-send snapshot
+		// would exclude the lost effect. It stays unsettled: the next call
+		// with the same operation ID looks the effect up with nothing
+		// excluded before it sends.
+		if _, unproven := c.unprovenHistory(ctx); unproven {
+			return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Attempts: rec.Attempts,
+				Err: &OutcomeUnknownError{OperationID: opID, Key: rec.Key,
+					Reason: "the record says it was never sent, but the key store cannot prove its history (it may have lost the record of a send); call again with the same operation ID, which looks the effect up before it sends"}}, nil
+		}
 		if _, err := e.settleNotExecuted(ctx); err != nil {
 			return nil, err
 		}

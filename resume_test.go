@@ -137,3 +137,44 @@ func TestResumeAll_ReachesPastTheOldest500(t *testing.T) {
 		t.Errorf("BUG: pix:late is still %s after 3 ResumeAll runs (never visited)", rec.State)
 	}
 }
+
+// A record that says "saved, never sent" proves it only in a store that
+// kept what it acknowledged. In one that cannot prove its history (SAFETY
+// rule 13) it may be a reverted copy of a record whose send went out, so
+// Resume leaves it unsettled (unknown) instead of recording not_executed;
+// in a proven store it records not_executed as before.
+func TestResume_NeverSentRecordOnAnUnprovenStoreStaysUnsettled(t *testing.T) {
+	for _, unproven := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unproven=%v", unproven), func(t *testing.T) {
+			f := newFixture(t, nil)
+			cold := f.client(t, WithStore(f.store)) // no reading of the API's clock yet: a snapshot comes first
+			f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
+			p := PixParams{OperationID: "pix:order-never", OfferID: "offer-basic", ExternalReference: "order-never", Customer: goodCustomer}
+			if _, err := cold.Payments.Pix(f.ctx, p); err == nil {
+				t.Fatal("the call succeeded with its snapshot failing")
+			}
+			f.srv.ClearFaults()
+			rec, err := f.store.Get(f.ctx, cold.storeID(p.OperationID))
+			if err != nil || rec.State != keystore.StatePending || rec.Attempts != 0 || f.posts("pix") != 0 {
+				t.Fatalf("record %+v (%v), %d POSTs: want pending, never sent", rec, err, f.posts("pix"))
+			}
+			if unproven {
+				f.store.Unprove()
+			}
+			rr, err := cold.Resume(f.ctx, p.OperationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unproven {
+				if rr.State.Settled() || !errors.Is(rr.Err, ErrOutcomeUnknown) {
+					t.Fatalf("Resume on an unproven store: %s (%v), want unsettled, outcome unknown", rr.State, rr.Err)
+				}
+			} else if rr.State != keystore.StateNotExecuted {
+				t.Fatalf("Resume on a proven store: %s (%v), want not_executed", rr.State, rr.Err)
+			}
+			if f.posts("pix") != 0 {
+				t.Errorf("Resume sent %d POSTs", f.posts("pix"))
+			}
+		})
+	}
+}

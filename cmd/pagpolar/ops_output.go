@@ -233,7 +233,7 @@ func (o *opsOutput) wouldSettle(recs []keystore.Record, now time.Time) int {
 			would = fmt.Sprintf("skip it: leased by %s until %s (a live worker; run again after)", r.LeaseOwner, r.LeaseExpiresAt.UTC().Format(time.RFC3339))
 			skipped++
 		case r.State == keystore.StatePending && r.Attempts == 0:
-			would = "record not_executed: it was saved but never sent (no request)"
+			would = "record not_executed: it was saved but never sent (no request); left unsettled instead if the store cannot prove its history"
 			notExecuted++
 		default:
 			would = "look its " + r.Kind + " up and record what it finds (succeeded, failed, not_executed once proven absent, or still unknown); never resend"

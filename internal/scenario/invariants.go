@@ -49,7 +49,15 @@ func classify(err error) Outcome {
 	case errors.Is(err, pagpolar.ErrOutcomeUnknown):
 		return Unknown
 	case errors.As(err, &opErr):
-		return fromState(keystore.State(opErr.State))
+		// The branch a caller reads (OutcomeOf), not the record's state:
+		// a not_executed the store did not take is unknown.
+		switch pagpolar.OutcomeOf(err) {
+		case pagpolar.OutcomeFailed:
+			return Failed
+		case pagpolar.OutcomeNotExecuted:
+			return NotExecuted
+		}
+		return Unknown
 	case errors.Is(err, pagpolar.ErrDeclined), errors.Is(err, pagpolar.ErrRefused):
 		return Failed
 	case errors.Is(err, pagpolar.ErrRateLimited), errors.Is(err, pagpolar.ErrUnavailable),

@@ -94,8 +94,11 @@ func TestClassify(t *testing.T) {
 		{nil, Succeeded},
 		{&pagpolar.OutcomeUnknownError{OperationID: "x"}, Unknown},
 		{&pagpolar.OperationError{State: "failed", Err: pagpolar.ErrDeclined}, Failed},
-		{&pagpolar.OperationError{State: "not_executed", Err: pagpolar.ErrRateLimited}, NotExecuted},
-		{&pagpolar.OperationError{State: "succeeded", Err: pagpolar.ErrParamsMismatch}, Succeeded},
+		{&pagpolar.OperationError{State: "failed", Err: pagpolar.ErrParamsMismatch}, Failed},
+		// Only the SDK marks a not_executed it proved (its record written):
+		// an error that merely names the state is not that proof.
+		{&pagpolar.OperationError{State: "not_executed", Err: pagpolar.ErrRateLimited}, Unknown},
+		{&pagpolar.OperationError{State: "succeeded", Err: pagpolar.ErrParamsMismatch}, Unknown},
 		{fmt.Errorf("x: %w", pagpolar.ErrStoreUnavailable), NoClaim},
 		{fmt.Errorf("x: %w", pagpolar.ErrInProgress), NoClaim},
 		{errors.New("context deadline exceeded"), NoClaim},
