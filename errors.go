@@ -75,8 +75,9 @@ var (
 
 	// ErrStoreUnavailable: the key store could not record the operation, so
 	// this call sent nothing (SAFETY rule 1). The operation is not_executed
-	// when the store proved no earlier call recorded it (its record was
-	// absent, or this call created it); otherwise an earlier call may have
+	// when the store, its history proven (SAFETY rule 13), showed no earlier
+	// call recorded it (its record was absent, or this call created it);
+	// otherwise an earlier call may have
 	// sent it, and the outcome is unknown. When the store refused because it
 	// detected that it lost records it had acknowledged (SAFETY rule 13),
 	// the error also matches keystore.ErrAmnesia: every new operation is

@@ -316,3 +316,45 @@ func TestOutcomeOf_UnreadableRecordIsUnknown(t *testing.T) {
 		})
 	}
 }
+
+// A first send that stops at its snapshot sent nothing, and the record
+// (no attempt, under this call's lease, in a store whose history is
+// proven) says so: not executed, and a later call goes on. On a store
+// that cannot prove its history the lookup before the first send fails
+// first, and that is unknown.
+func TestOutcomeOf_FailedSnapshotIsNotExecuted(t *testing.T) {
+	for _, unproven := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unproven=%v", unproven), func(t *testing.T) {
+			f := newFixture(t, nil)
+			if unproven {
+				f.store.Unprove()
+			}
+			pol := testPolicy()
+			pol.MaxSettleWait = 300 * time.Millisecond
+			cold := f.client(t, WithStore(f.store), WithRetryPolicy(pol)) // a snapshot comes first
+			f.srv.Inject(pagpolartest.Fault{Route: "get_sales", Action: pagpolartest.Fault500NoCommit})
+			p := PixParams{OperationID: "pix:order-snap", OfferID: "offer-basic", ExternalReference: "order-snap", Customer: goodCustomer}
+			_, err := cold.Payments.Pix(f.ctx, p)
+			want := OutcomeNotExecuted
+			if unproven {
+				want = OutcomeUnknown
+			}
+			if got := OutcomeOf(err); got != want {
+				t.Fatalf("OutcomeOf = %q (%v), want %q", got, err, want)
+			}
+			if n := f.posts("pix"); n != 0 {
+				t.Fatalf("%d POSTs", n)
+			}
+			if unproven {
+				return
+			}
+			f.srv.ClearFaults()
+			if _, err := cold.Payments.Pix(f.ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if n := f.successful("sale"); n != 1 {
+				t.Errorf("%d sales, want 1", n)
+			}
+		})
+	}
+}

@@ -1,12 +1,15 @@
 package pagpolar
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
@@ -142,11 +145,39 @@ func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
 //     It is ErrParamsMismatch and OutcomeUnknown (the one branch whose
 //     handling — the order may be charged, never start it over — is safe),
 //     and its text says the order is charged;
-//   - pending, unknown, not_executed: the record was read without the
-//     operation's lease, and a call with the recorded params may send it
+//   - pending, unknown (or not_executed but leased by another worker,
+//     exec.mismatch): a call with the recorded params may send it
 //     (or its first request may have taken effect): "outcome unknown",
 //     with the advice to settle it first — a new operation ID now could
 //     charge twice.
+//
+// mismatch is paramsMismatch, with a not_executed record read under its
+// lease first: held by this call and still not_executed, nothing is sending
+// it, and the answer is that (not executed, the recorded params' call
+// unsent); otherwise the record as then read decides.
+func (e *exec) mismatch(ctx context.Context, cur keystore.Record) error {
+	c := e.c
+	if cur.State != keystore.StateNotExecuted {
+		return paramsMismatch(e.s.id, cur)
+	}
+	gctx, cancel := c.graceCtx(ctx, 5*time.Second)
+	defer cancel()
+	got, err := c.store.Acquire(gctx, cur.OperationID, e.owner, c.policy.LeaseTTL)
+	if err != nil {
+		if errors.Is(err, keystore.ErrLeaseHeld) {
+			return &OperationError{OperationID: e.s.id, Key: cur.Key, State: cur.State,
+				Err: fmt.Errorf("%w: operation %q is recorded with other params, and another worker holds it now (it may be sending them): %w", ErrInProgress, e.s.id, ErrParamsMismatch)}
+		}
+		return paramsMismatch(e.s.id, cur)
+	}
+	defer func() { _ = c.store.Release(gctx, got.OperationID, got.LeaseToken) }()
+	if got.State != keystore.StateNotExecuted {
+		return paramsMismatch(e.s.id, got)
+	}
+	return &OperationError{OperationID: e.s.id, Key: got.Key, State: got.State,
+		Err: notExecutedError{fmt.Errorf("%w: operation %q is recorded not_executed with other params and nothing is sending it; these params need a new operation ID (a call with the recorded params would still send them)", ErrParamsMismatch, e.s.id)}}
+}
+
 func paramsMismatch(opID string, cur keystore.Record) error {
 	switch cur.State {
 	case keystore.StateSucceeded:

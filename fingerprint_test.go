@@ -115,10 +115,10 @@ func TestParamsMismatch_UnsettledOperationIsUnknown(t *testing.T) {
 }
 
 // A not_executed record is settled but not over: a call with its recorded
-// params sends it. Read without the operation's lease, it cannot prove
-// that nothing is being processed, so a call with other params is
-// "outcome unknown" (settle it first), not "not executed".
-func TestParamsMismatch_NotExecutedRecordIsUnknown(t *testing.T) {
+// params sends it. A call with other params answers not executed only once
+// it holds the operation's lease and finds it still not_executed (nothing
+// is sending it); while another worker holds it, the answer is unknown.
+func TestParamsMismatch_NotExecutedRecordIsReadUnderItsLease(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultRateLimit, Times: 100})
 	p := PixParams{OperationID: "pix:order-ne", OfferID: "offer-basic", ExternalReference: "order-ne", Customer: goodCustomer}
@@ -126,13 +126,29 @@ func TestParamsMismatch_NotExecutedRecordIsUnknown(t *testing.T) {
 		t.Fatalf("first call: %v, want not executed", err)
 	}
 	f.srv.ClearFaults()
-	p.OfferID = "offer-premium"
-	_, err := f.c.Payments.Pix(f.ctx, p)
-	if OutcomeOf(err) != OutcomeUnknown || errors.Is(err, ErrNotExecuted) || !strings.Contains(err.Error(), "Settle it first") {
-		t.Fatalf("not_executed + other params: %v (%s), want unknown with the advice to settle first", err, OutcomeOf(err))
+	other := p
+	other.OfferID = "offer-premium"
+	id := f.c.storeID(p.OperationID)
+	held, err := f.store.Acquire(f.ctx, id, "another-worker", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.c.Payments.Pix(f.ctx, other)
+	if OutcomeOf(err) != OutcomeUnknown || !errors.Is(err, ErrParamsMismatch) || errors.Is(err, ErrNotExecuted) {
+		t.Fatalf("leased elsewhere + other params: %v (%s), want unknown and ErrParamsMismatch", err, OutcomeOf(err))
+	}
+	if err := f.store.Release(f.ctx, id, held.LeaseToken); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.c.Payments.Pix(f.ctx, other)
+	if OutcomeOf(err) != OutcomeNotExecuted || !errors.Is(err, ErrParamsMismatch) {
+		t.Fatalf("free + other params: %v (%s), want not executed and ErrParamsMismatch", err, OutcomeOf(err))
 	}
 	if n := f.posts("pix"); n != 6 {
 		t.Errorf("%d POSTs, want the first call's 6 and none for other params", n)
+	}
+	if rec, err := f.store.Get(f.ctx, id); err != nil || rec.LeaseOwner != "" && rec.LeaseExpiresAt.After(f.srv.Clock.Now()) {
+		t.Errorf("the lease was not given back: %+v (%v)", rec, err)
 	}
 }
 

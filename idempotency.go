@@ -307,7 +307,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 	}
 	match, rekey := c.fingerprintMatch(cur.Fingerprint, s.fpIn)
 	if !match {
-		return nil, paramsMismatch(s.id, cur)
+		return nil, e.mismatch(ctx, cur)
 	}
 	if cur.State.Terminal() {
 		return c.fromRecord(s.id, cur)
@@ -375,15 +375,28 @@ func (e *exec) firstSend(ctx context.Context) (*settled, error) {
 			// clock) a lost answer could never be told from an earlier
 			// effect. The record stays pending with 0 attempts (or not
 			// executed) and a later call takes the snapshot again.
-			return nil, e.opErr(fmt.Errorf("the lookup before the first send failed, so nothing was sent (call again): %w", err))
+			return nil, e.unsentBeforeFirstSend(ctx, fmt.Errorf("the lookup before the first send failed, so nothing was sent (call again): %w", err))
 		case required && !e.meta.Snapshotted:
-			return nil, e.opErr(fmt.Errorf("%w: the pre-send snapshot could not be read whole, so a lost answer could not be told from earlier effects; nothing was sent", ErrIncompleteList))
+			return nil, e.unsentBeforeFirstSend(ctx, fmt.Errorf("%w: the pre-send snapshot could not be read whole, so a lost answer could not be told from earlier effects; nothing was sent", ErrIncompleteList))
 		}
 		if err := e.holdLease(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return e.sendLoop(ctx, true)
+}
+
+// unsentBeforeFirstSend is the error of a first send that stopped before
+// sending. The operation is not executed if this call still holds it: its
+// record has no attempt (or says not_executed) in a store whose history is
+// proven, or whose lookup before the first send concluded (firstSend runs
+// lookBeforeFirstSend first), and nobody else may send without the lease.
+// A lease this call cannot show it holds is "in progress elsewhere".
+func (e *exec) unsentBeforeFirstSend(ctx context.Context, cause error) error {
+	if err := e.holdLease(ctx); err != nil {
+		return err
+	}
+	return e.opErr(notExecutedError{cause})
 }
 
 func (e *exec) encodeMeta() []byte {

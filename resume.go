@@ -91,6 +91,9 @@ func (c *Client) resume(ctx context.Context, opID string, wait bool) (*ResumeRes
 		// with the same operation ID looks the effect up with nothing
 		// excluded before it sends.
 		if _, unproven := c.unprovenHistory(ctx); unproven {
+			// Touched, as an unsettled record below is, so that ResumeAll
+			// reaches past it to newer ones.
+			_ = e.save(ctx)
 			return &ResumeResult{OperationID: opID, Key: rec.Key, State: rec.State, Attempts: rec.Attempts,
 				Err: &OutcomeUnknownError{OperationID: opID, Key: rec.Key,
 					Reason: "the record says it was never sent, but the key store cannot prove its history (it may have lost the record of a send); call again with the same operation ID, which looks the effect up before it sends"}}, nil

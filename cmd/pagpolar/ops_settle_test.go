@@ -22,6 +22,10 @@ import (
 func TestOpsSettleSaysWhy(t *testing.T) {
 	srv := pagpolartest.NewServer(t)
 	url := sqliteStore(t, srv.CredentialID, "pix:A")
+	// A store in service, its history proven (ops init): in a file opened
+	// fresh, a record that says it was never sent proves nothing (it is
+	// left unsettled, TestOpsSettleLeavesNeverSentUnsettledOnAnUnprovenStore).
+	declareNew(t, strings.TrimPrefix(url, "sqlite:"))
 	id := pagpolar.RecordID(srv.CredentialID, "pix:A")
 	t.Setenv("PAGPOLAR_BASE_URL", "")
 	for _, c := range []struct {
@@ -125,5 +129,37 @@ func TestOpsSettleStillUnsettled(t *testing.T) {
 	// The time in the text column is the JSON one.
 	if txt, _, _ := ops(t, "settle", "-store", url, "-base-url", srv.URL, "-credential", srv.CredentialID, "-all"); !strings.Contains(txt, rows[0].ConclusiveAfter.Format(time.RFC3339)) {
 		t.Errorf("the text does not show %s:\n%s", rows[0].ConclusiveAfter.Format(time.RFC3339), txt)
+	}
+}
+
+// declareNew declares the SQLite store at path new, as ops init does.
+func declareNew(t *testing.T, path string) {
+	t.Helper()
+	s, err := sqlstore.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.DeclareNew(context.Background(), "test: a store in service"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A record that says it was never sent, in a store that cannot prove its
+// history (a SQLite file opened fresh), may be a reverted copy of one whose
+// send went out: settle leaves it unsettled (exit 4, saying why) and sends
+// nothing, rather than record not_executed.
+func TestOpsSettleLeavesNeverSentUnsettledOnAnUnprovenStore(t *testing.T) {
+	srv := pagpolartest.NewServer(t)
+	url := sqliteStore(t, srv.CredentialID, "pix:A")
+	t.Setenv("PAGPOLAR_TOKEN", srv.Token)
+	out, errs, code := ops(t, "settle", "-store", url, "-base-url", srv.URL, "-credential", srv.CredentialID, "-all")
+	if code != exitUnsettled || !strings.Contains(out, "cannot prove its history") {
+		t.Fatalf("exit %d, want %d saying the store cannot prove its history\nstdout: %s\nstderr: %s", code, exitUnsettled, out, errs)
+	}
+	for _, r := range srv.Ledger().Requests {
+		if r.Method == "POST" {
+			t.Errorf("settle sent %s %s", r.Method, r.Route)
+		}
 	}
 }
