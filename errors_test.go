@@ -204,11 +204,12 @@ type leaseTheftStore struct {
 	*keystore.Memory
 	clk    *pagpolartest.Clock
 	ttl    time.Duration
+	on     keystore.State // the write before which the lease is taken
 	stolen bool
 }
 
 func (s *leaseTheftStore) Update(ctx context.Context, r keystore.Record) (keystore.Record, error) {
-	if r.State == keystore.StateNotExecuted && !s.stolen {
+	if r.State == s.on && !s.stolen {
 		s.stolen = true
 		s.clk.Advance(s.ttl + time.Second)
 		if _, err := s.Memory.Acquire(ctx, r.OperationID, "another-worker", s.ttl); err != nil {
@@ -225,7 +226,7 @@ func (s *leaseTheftStore) Update(ctx context.Context, r keystore.Record) (keysto
 // unknown, and still says why (the 429s); a later call settles it.
 func TestOutcomeOf_NotExecutedUnwrittenIsUnknown(t *testing.T) {
 	clk := pagpolartest.NewClock()
-	st := &leaseTheftStore{Memory: keystore.NewMemoryWithClock(clk), clk: clk, ttl: testPolicy().LeaseTTL}
+	st := &leaseTheftStore{Memory: keystore.NewMemoryWithClock(clk), clk: clk, ttl: testPolicy().LeaseTTL, on: keystore.StateNotExecuted}
 	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithClock(clk)}, WithStore(st), WithClock(clk))
 	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultRateLimit, Times: 100})
 	p := PixParams{OperationID: "pix:order-theft", OfferID: "offer-basic", ExternalReference: "order-theft", Customer: goodCustomer}
@@ -356,5 +357,32 @@ func TestOutcomeOf_FailedSnapshotIsNotExecuted(t *testing.T) {
 				t.Errorf("%d sales, want 1", n)
 			}
 		})
+	}
+}
+
+// Failed, for a request the API refused with a 4xx (no key registered),
+// is an answer only once written: a worker that took the lease over looks
+// the operation up, finds nothing and may send it again, and that send
+// may be accepted. Unwritten, it is unknown, and still says the API's
+// answer.
+func TestOutcomeOf_RefusalUnwrittenIsUnknown(t *testing.T) {
+	clk := pagpolartest.NewClock()
+	st := &leaseTheftStore{Memory: keystore.NewMemoryWithClock(clk), clk: clk, ttl: testPolicy().LeaseTTL, on: keystore.StateFailed}
+	f := newFixture(t, []pagpolartest.Option{pagpolartest.WithClock(clk)}, WithStore(st), WithClock(clk))
+	p := PixParams{OperationID: "pix:order-refused", OfferID: "offer-nope", ExternalReference: "order-refused", Customer: goodCustomer}
+	_, err := f.c.Payments.Pix(f.ctx, p)
+	if !st.stolen {
+		t.Fatalf("the call never wrote failed (%v)", err)
+	}
+	var ae *APIError
+	if OutcomeOf(err) != OutcomeUnknown || errors.Is(err, ErrFailed) || !errors.As(err, &ae) {
+		t.Fatalf("OutcomeOf = %q (%v), want unknown, with the API's answer", OutcomeOf(err), err)
+	}
+	// Written, the same refusal is failed.
+	st.on = ""
+	clk.Advance(st.ttl + time.Second)
+	p.OperationID = "pix:order-refused-2"
+	if _, err := f.c.Payments.Pix(f.ctx, p); OutcomeOf(err) != OutcomeFailed {
+		t.Fatalf("recorded refusal: %q (%v), want failed", OutcomeOf(err), err)
 	}
 }

@@ -276,8 +276,16 @@ func (e *exec) apiFailed(ctx context.Context, apiErr *APIError) error {
 	serr := e.saveOutcome(ctx)
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, State: string(keystore.StateFailed), Source: SourceResponse, Status: apiErr.StatusCode})
 	if serr != nil {
+		// The API registered no key for the refused request, so the
+		// operation is over only once its record says so: until then
+		// another worker (one that takes the lease, or a later process)
+		// looks it up, finds nothing and sends it again, and that send may
+		// be accepted. Failed is an answer only once written, as not
+		// executed is (notExecuted).
 		e.c.log.WarnContext(ctx, "pagpolar: could not record a failure", "op", e.s.id, "err", serr)
-		return e.notRecorded(apiErr, serr)
+		e.rec.State = e.stored
+		return e.opErr(e.unknownErr("the API refused this call's request, but the key store did not record that, so the operation is not over: another worker may hold it and send it again",
+			&unrecordedError{outcome: apiErr, store: opCause(serr)}))
 	}
 	return e.opErr(apiErr)
 }

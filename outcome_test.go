@@ -26,8 +26,8 @@ import (
 // `ops settle` run, the background settle job the README recommends —
 // does not: it looks up the 404'd charge, finds nothing (the API refused
 // it), settles NOT_EXECUTED, and saveOutcome's success forgets the
-// remembered failure. The caller, told "failed" (404, ErrNotRecorded),
-// calls again with the same params (an at-least-once job queue re-running
+// remembered failure. The caller, told the API's 404 with ErrNotRecorded
+// (unknown: the record does not say failed), calls again with the same params (an at-least-once job queue re-running
 // the checkout): the record says not_executed, the condition went away,
 // and the order is charged — the operation reported failed, then charged.
 func TestUnrecordedOutcome_RefusalSurvivesResumeAll(t *testing.T) {

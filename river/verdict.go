@@ -27,7 +27,8 @@ const (
 	// again after the delay under the same operation ID, which settles
 	// before it sends; it is never discarded for it.
 	snooze
-	// retry: nothing was processed (a 401, the Resolver's database away):
+	// retry: the SDK proved nothing was processed (a 401), or a first run
+	// never reached it (the Resolver's database away):
 	// River's retry policy runs it again, and discards it after its
 	// attempts, which is safe because nothing was done.
 	retry
@@ -83,6 +84,17 @@ func verdictOf(err error, now time.Time, snoozes int, backoff func(int) time.Dur
 		return verdict{act: cancelLoud}
 	}
 	wait := backoff(snoozes)
+	var re *resolveError
+	if errors.As(err, &re) {
+		// The SDK was not called. A first run that never reached it is
+		// not executed, and River's retries may discard it; after a
+		// snooze an earlier run may have left the operation unsettled,
+		// so it is snoozed, never discarded.
+		if snoozes == 0 {
+			return verdict{act: retry}
+		}
+		return verdict{act: snooze, delay: wait}
+	}
 	if pagpolar.OutcomeOf(err) == pagpolar.OutcomeUnknown {
 		var ou *pagpolar.OutcomeUnknownError
 		if errors.As(err, &ou) && !ou.SettleAfter.IsZero() {

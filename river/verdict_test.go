@@ -9,6 +9,7 @@ import (
 
 	pagpolar "github.com/pagpolar/pagpolar-go"
 	"github.com/pagpolar/pagpolar-go/keystore"
+	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
 // Every branch of an operation call's error becomes the River outcome
@@ -55,9 +56,12 @@ func TestVerdictOf_EachOutcomeBranch(t *testing.T) {
 		{"rate limited", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 429}), 0, verdict{act: snooze, delay: time.Second}},
 		{"shed", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 503, FromAPI: true}), 0, verdict{act: snooze, delay: time.Second}},
 		{"budget", opErr(keystore.StateNotExecuted, pagpolar.ErrBudgetExhausted), 0, verdict{act: snooze, delay: time.Second}},
-		{"unauthorized", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 401}), 0, verdict{act: retry}},
 		{"resolver's database away", &resolveError{orderID: "o", err: errors.New("connection refused")}, 0, verdict{act: retry}},
-		{"context ended before sending", opErr(keystore.StateNotExecuted, context.Canceled), 0, verdict{act: retry}},
+		{"resolver's database away after a snooze", &resolveError{orderID: "o", err: errors.New("connection refused")}, 1, verdict{act: snooze, delay: 2 * time.Second}},
+		// A state the SDK did not prove is not proof: an error that only
+		// claims not_executed is unknown, and snoozes.
+		{"claimed not executed, unproven", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 401}), 0, verdict{act: snooze, delay: time.Second}},
+		{"claimed not executed, context", opErr(keystore.StateNotExecuted, context.Canceled), 0, verdict{act: snooze, delay: time.Second}},
 	}
 	for _, c := range cases {
 		if got := verdictOf(c.err, now, c.snoozes, backoff); got != c.want {
@@ -77,5 +81,45 @@ func TestDefaultBackoff_DoublesToFiveMinutes(t *testing.T) {
 		if got := DefaultBackoff(n); got <= 0 || got > 5*time.Minute {
 			t.Errorf("DefaultBackoff(%d) = %v", n, got)
 		}
+	}
+}
+
+// Only what the SDK proved not executed goes to River's retries: a 401,
+// as the SDK returns it from a real call. A call whose context ended
+// before the store was read proves nothing of the operation (an earlier
+// run may have left it unsettled): it is unknown, and snoozes.
+func TestVerdictOf_ProvenNotExecutedRetries(t *testing.T) {
+	srv := pagpolartest.NewServer(t)
+	now := time.Now()
+	call := func(name, token string, ctx context.Context) error {
+		c, err := pagpolar.NewClient(srv.CredentialID, pagpolar.StaticToken(token), pagpolar.WithBaseURL(srv.URL),
+			pagpolar.WithStore(keystore.NewMemory()), pagpolar.WithRetryPolicy(testPolicy()), pagpolar.WithLogger(quiet()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Payments.Pix(ctx, pagpolar.PixParams{OperationID: "pix:verdict-" + name, OfferID: "offer-basic", ExternalReference: "verdict-" + name,
+			Customer: pagpolar.Customer{Name: "Maria Silva", Email: "maria@example.com", Document: "123.456.789-09"}})
+		return err
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name    string
+		err     error
+		outcome pagpolar.Outcome
+		act     action
+	}{
+		{"unauthorized", call("unauthorized", "wrong-token", context.Background()), pagpolar.OutcomeNotExecuted, retry},
+		{"context ended before the store was read", call("ended", srv.Token, ended), pagpolar.OutcomeUnknown, snooze},
+	} {
+		if got := pagpolar.OutcomeOf(c.err); got != c.outcome {
+			t.Errorf("%s: OutcomeOf = %q (%v), want %q", c.name, got, c.err, c.outcome)
+		}
+		if got := verdictOf(c.err, now, 0, DefaultBackoff); got.act != c.act {
+			t.Errorf("%s: verdict %v, want %v (%v)", c.name, got.act, c.act, c.err)
+		}
+	}
+	if n := len(srv.Ledger().Sales); n != 0 {
+		t.Fatalf("%d sales, want none", n)
 	}
 }
