@@ -30,7 +30,8 @@ var (
 
 	// ErrValidation: the params failed local validation (a *ValidationError,
 	// nothing saved or sent) or the API answered 400 (the key was not
-	// registered; the operation failed).
+	// registered; the operation failed once its record says so: a refusal
+	// the store did not take is unknown, see ErrNotRecorded).
 	ErrValidation = errors.New("pagpolar: invalid request")
 
 	// ErrDeclined: the payment was declined. The declined sale exists; the
@@ -69,8 +70,11 @@ var (
 	// params (SAFETY rule 10; nothing was sent), or the API returned a 2xx that
 	// belongs to another request (rule 7: an operation-ID/key collision). Its
 	// branch is the operation's: failed when the record failed, unknown when
-	// it succeeded (the order is charged: never "not executed") or is not
-	// settled for good.
+	// it succeeded (the order is charged: never "not executed"). A record
+	// not settled for good (pending, unknown, not_executed: a call with the
+	// recorded params may still send it) answers an OutcomeUnknownError
+	// without this sentinel instead: its advice, a new operation ID, would
+	// charge twice.
 	ErrParamsMismatch = errors.New("pagpolar: operation ID reused with different params")
 
 	// ErrStoreUnavailable: the key store could not record the operation, so
@@ -103,12 +107,16 @@ var (
 	// new attempt needs a new operation ID.
 	ErrRefused = errors.New("pagpolar: refused")
 
-	// ErrNotRecorded: the outcome is known (the error also wraps it: a
-	// decline, the API's refusal, ...) but the key store would not take
-	// it, so the record still says the operation may be in flight. A later
-	// call of the same client answers the same outcome (and writes it); a
-	// call from another process looks the effect up first and sends again
-	// only if the lookup proves nothing was done.
+	// ErrNotRecorded: this call learned an outcome (the error also wraps
+	// it: a decline, the API's refusal, ...) but the key store would not
+	// take it, so the record still says the operation may be in flight. A
+	// decline (the declined sale exists, under this operation's key) stays
+	// failed. A refusal before processing registered no key, so until the
+	// record says failed another worker may send the operation again: that
+	// error is OutcomeUnknown. A later call of the same client answers the
+	// outcome it learned (and writes it); a call from another process looks
+	// the effect up first and sends again only if the lookup proves nothing
+	// was done.
 	ErrNotRecorded = errors.New("pagpolar: outcome not recorded")
 
 	// ErrIncompleteList: a list answer holds paging the SDK cannot follow
@@ -116,7 +124,8 @@ var (
 	ErrIncompleteList = errors.New("pagpolar: list could not be read whole")
 
 	// ErrOperationTooOld: the operation is older than the client's
-	// MaxOperationAge, so it is settled but not resent (SAFETY rule 6).
+	// MaxOperationAge, so it is not resent (SAFETY rule 6): not executed
+	// once its record says so, unknown while the store has not taken it.
 	ErrOperationTooOld = errors.New("pagpolar: operation too old to send again")
 
 	// ErrForeignRecord: the store holds, under this client's record ID, a
@@ -246,7 +255,8 @@ const (
 	// OutcomeNotExecuted: nothing was processed, and that is proven: bad
 	// params (nothing saved or sent), a store that answered it held no
 	// record of the operation and could not take one, or a record that
-	// now says so (rate limited, shed, 401/403, a misconfigured base URL).
+	// now says so (rate limited, shed, 401/403, a misconfigured base URL,
+	// the snapshot before the first send failed).
 	// A "not executed" the store did not take is OutcomeUnknown: another
 	// worker may hold the operation. Fix what the error names, if anything,
 	// and call again with the SAME operation ID. errors.Is(err, ErrNotExecuted).

@@ -360,6 +360,69 @@ func TestOutcomeOf_FailedSnapshotIsNotExecuted(t *testing.T) {
 	}
 }
 
+// A first send stopped at its snapshot says not executed only once the
+// record says so: a worker that held the operation earlier and stalled in
+// its own snapshot past the lease would otherwise take the unchanged record
+// back and send after this call answered that nothing was sent.
+func TestOutcomeOf_FailedSnapshotFencesAStalledWorker(t *testing.T) {
+	f := newFixture(t, nil)
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	client := func(tokens TokenFunc) *Client {
+		c, err := NewClient(f.srv.CredentialID, tokens, WithBaseURL(f.srv.URL), WithClock(f.srv.Clock), WithRetryPolicy(testPolicy()),
+			WithLogger(quiet), WithStore(f.store))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	stalled := client(func(ctx context.Context) (string, error) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-gate:
+			return f.srv.Token, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	refused := client(func(context.Context) (string, error) {
+		return "", errors.New("token service down")
+	})
+	p := PixParams{OperationID: "pix:order-stall", OfferID: "offer-basic", ExternalReference: "order-stall", Customer: goodCustomer}
+	done := make(chan error, 1)
+	go func() {
+		_, err := stalled.Payments.Pix(f.ctx, p)
+		done <- err
+	}()
+	select {
+	case <-entered: // the stalled worker holds the lease, inside its snapshot
+	case <-f.ctx.Done():
+		t.Fatal("the first worker never reached its snapshot")
+	}
+	f.srv.Clock.Advance(testPolicy().LeaseTTL + time.Second)
+	_, err := refused.Payments.Pix(f.ctx, p)
+	if got := OutcomeOf(err); got != OutcomeNotExecuted {
+		t.Fatalf("the second call: OutcomeOf = %q (%v), want not executed", got, err)
+	}
+	close(gate)
+	werr := <-done
+	if n := f.successful("sale"); n != 0 {
+		t.Fatalf("NOT EXECUTED, THEN CHARGED: %d sale(s) after the second call said nothing was sent (the stalled worker: %v)", n, werr)
+	}
+	if werr == nil {
+		t.Fatal("the stalled worker succeeded without a sale")
+	}
+	// The operation is not over: a call now charges it, once.
+	if _, err := f.c.Payments.Pix(f.ctx, p); err != nil {
+		t.Fatalf("a call after both: %v", err)
+	}
+	if n := f.successful("sale"); n != 1 {
+		t.Fatalf("%d sales, want 1", n)
+	}
+}
+
 // Failed, for a request the API refused with a 4xx (no key registered),
 // is an answer only once written: a worker that took the lease over looks
 // the operation up, finds nothing and may send it again, and that send

@@ -1,15 +1,12 @@
 package pagpolar
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pagpolar/pagpolar-go/keystore"
 )
@@ -145,39 +142,13 @@ func (c *Client) fingerprintMatch(stored string, f fields) (match, rekey bool) {
 //     It is ErrParamsMismatch and OutcomeUnknown (the one branch whose
 //     handling — the order may be charged, never start it over — is safe),
 //     and its text says the order is charged;
-//   - pending, unknown (or not_executed but leased by another worker,
-//     exec.mismatch): a call with the recorded params may send it
-//     (or its first request may have taken effect): "outcome unknown",
-//     with the advice to settle it first — a new operation ID now could
-//     charge twice.
-//
-// mismatch is paramsMismatch, with a not_executed record read under its
-// lease first: held by this call and still not_executed, nothing is sending
-// it, and the answer is that (not executed, the recorded params' call
-// unsent); otherwise the record as then read decides.
-func (e *exec) mismatch(ctx context.Context, cur keystore.Record) error {
-	c := e.c
-	if cur.State != keystore.StateNotExecuted {
-		return paramsMismatch(e.s.id, cur)
-	}
-	gctx, cancel := c.graceCtx(ctx, 5*time.Second)
-	defer cancel()
-	got, err := c.store.Acquire(gctx, cur.OperationID, e.owner, c.policy.LeaseTTL)
-	if err != nil {
-		if errors.Is(err, keystore.ErrLeaseHeld) {
-			return &OperationError{OperationID: e.s.id, Key: cur.Key, State: cur.State,
-				Err: fmt.Errorf("%w: operation %q is recorded with other params, and another worker holds it now (it may be sending them): %w", ErrInProgress, e.s.id, ErrParamsMismatch)}
-		}
-		return paramsMismatch(e.s.id, cur)
-	}
-	defer func() { _ = c.store.Release(gctx, got.OperationID, got.LeaseToken) }()
-	if got.State != keystore.StateNotExecuted {
-		return paramsMismatch(e.s.id, got)
-	}
-	return &OperationError{OperationID: e.s.id, Key: got.Key, State: got.State,
-		Err: notExecutedError{fmt.Errorf("%w: operation %q is recorded not_executed with other params and nothing is sending it; these params need a new operation ID (a call with the recorded params would still send them)", ErrParamsMismatch, e.s.id)}}
-}
-
+//   - pending, unknown or not_executed: a call with the recorded params
+//     may send it (or its first request may have taken effect); even a
+//     not_executed record held by nobody is not over, since a worker
+//     that stalled past its lease may take it back and send, and a call
+//     with the recorded params sends it. It is "outcome unknown", with the
+//     advice to settle it first — a new operation ID now could charge
+//     twice.
 func paramsMismatch(opID string, cur keystore.Record) error {
 	switch cur.State {
 	case keystore.StateSucceeded:
@@ -188,6 +159,6 @@ func paramsMismatch(opID string, cur keystore.Record) error {
 			Err: fmt.Errorf("%w: operation %q is recorded (%s) with other params; a new attempt needs a new operation ID", ErrParamsMismatch, opID, cur.State)}
 	}
 	return &OutcomeUnknownError{OperationID: opID, Key: cur.Key,
-		Reason: fmt.Sprintf("operation %q is recorded with other params and is %s, not settled for good: a call with those params may send it, or its first request may have taken effect. "+
+		Reason: fmt.Sprintf("operation %q is recorded with other params and is %s, not settled for good: a call with those params may send it, or an earlier request may have taken effect. "+
 			"Settle it first — call again with the params it was recorded with, Client.Resume, or `pagpolar ops settle` — and never use a new operation ID while it is unsettled", opID, cur.State)}
 }

@@ -307,7 +307,7 @@ func (e *exec) existing(ctx context.Context, cur keystore.Record) (*settled, err
 	}
 	match, rekey := c.fingerprintMatch(cur.Fingerprint, s.fpIn)
 	if !match {
-		return nil, e.mismatch(ctx, cur)
+		return nil, paramsMismatch(s.id, cur)
 	}
 	if cur.State.Terminal() {
 		return c.fromRecord(s.id, cur)
@@ -392,11 +392,17 @@ func (e *exec) firstSend(ctx context.Context) (*settled, error) {
 // proven, or whose lookup before the first send concluded (firstSend runs
 // lookBeforeFirstSend first), and nobody else may send without the lease.
 // A lease this call cannot show it holds is "in progress elsewhere".
+//
+// The answer is written (not_executed) before it is given: a worker that
+// held the operation before this call and stalled past its lease takes it
+// back only while the record is unchanged (holdLease), and would send
+// after this call said nothing was. The write changes the record, so that
+// worker stops; a write the store did not take is unknown (notExecuted).
 func (e *exec) unsentBeforeFirstSend(ctx context.Context, cause error) error {
 	if err := e.holdLease(ctx); err != nil {
 		return err
 	}
-	return e.opErr(notExecutedError{cause})
+	return e.notExecuted(ctx, "nothing sent: "+describeErr(cause), cause)
 }
 
 func (e *exec) encodeMeta() []byte {

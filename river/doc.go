@@ -38,8 +38,12 @@
 //     operation, and never discarded for it;
 //   - a params mismatch, invalid params, a payer the Resolver reports gone,
 //     a foreign record: cancelled, logged at level Error;
-//   - anything else that proves nothing was processed (a 401, the
-//     Resolver's database away): River's retry policy.
+//   - what the SDK proved not processed (a 401), or a first run whose
+//     Resolver failed before the SDK was called: River's retry policy. A
+//     Resolver failure after a snooze or an earlier attempt (a job River
+//     rescued from a worker that died mid-call) is snoozed instead: an
+//     earlier run may have left the operation unsettled. An error whose
+//     outcome the SDK does not place is unknown, and snoozes.
 //
 // Intents hold what the SDK's own record may hold — the operation ID,
 // offer, external reference, installments, sale and subscription IDs,

@@ -70,9 +70,12 @@ func DefaultBackoff(n int) time.Duration {
 
 // verdictOf maps an operation call's error to what River is told. now is
 // the clock of the call's end; snoozes how many times the job was snoozed
-// before; backoff the snooze for that count. A lost answer is snoozed at
+// before; firstRun whether no earlier run of the job reached the SDK (no
+// snooze and no earlier attempt: River rescues a job whose worker died
+// mid-call as a new attempt, and a snooze gives its attempt back); backoff
+// the snooze for that count. A lost answer is snoozed at
 // least until the SDK says a lookup is conclusive (SettleAfter).
-func verdictOf(err error, now time.Time, snoozes int, backoff func(int) time.Duration) verdict {
+func verdictOf(err error, now time.Time, snoozes int, firstRun bool, backoff func(int) time.Duration) verdict {
 	if err == nil {
 		return verdict{act: complete}
 	}
@@ -88,9 +91,10 @@ func verdictOf(err error, now time.Time, snoozes int, backoff func(int) time.Dur
 	if errors.As(err, &re) {
 		// The SDK was not called. A first run that never reached it is
 		// not executed, and River's retries may discard it; after a
-		// snooze an earlier run may have left the operation unsettled,
-		// so it is snoozed, never discarded.
-		if snoozes == 0 {
+		// snooze or an earlier attempt (a worker that died mid-call) an
+		// earlier run may have left the operation unsettled, so it is
+		// snoozed, never discarded.
+		if firstRun {
 			return verdict{act: retry}
 		}
 		return verdict{act: snooze, delay: wait}

@@ -30,41 +30,43 @@ func TestVerdictOf_EachOutcomeBranch(t *testing.T) {
 		name    string
 		err     error
 		snoozes int
+		later   bool // an earlier attempt ran (River rescued the job, or retried it)
 		want    verdict
 	}{
-		{"answered", nil, 0, verdict{act: complete}},
-		{"declined", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 402, Code: "declined"}), 0, verdict{act: cancel}},
-		{"refused", opErr(keystore.StateFailed, fmt.Errorf("%w: refund failed", pagpolar.ErrRefused)), 0, verdict{act: cancel}},
-		{"API 422 business rule", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 422}), 0, verdict{act: cancel}},
-		{"declined, outcome not recorded", opErr("", fmt.Errorf("%w (%w)", pagpolar.ErrDeclined, pagpolar.ErrNotRecorded)), 0, verdict{act: cancel}},
-		{"params mismatch", opErr("", fmt.Errorf("%w: other params", pagpolar.ErrParamsMismatch)), 0, verdict{act: cancelLoud}},
-		{"key collision (failed)", opErr(keystore.StateFailed, fmt.Errorf("%w: replay of another", pagpolar.ErrParamsMismatch)), 0, verdict{act: cancelLoud}},
-		{"local validation", &pagpolar.ValidationError{Field: "Customer.Email", Reason: "not an e-mail address"}, 0, verdict{act: cancelLoud}},
-		{"API 400", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 400}), 0, verdict{act: cancelLoud}},
-		{"foreign record", opErr("", pagpolar.ErrForeignRecord), 0, verdict{act: cancelLoud}},
-		{"too old", opErr(keystore.StateUnknown, pagpolar.ErrOperationTooOld), 0, verdict{act: cancelLoud}},
-		{"payer gone", &resolveError{orderID: "o", err: fmt.Errorf("no row: %w", ErrUnresolvable)}, 0, verdict{act: cancelLoud}},
-		{"no resolver", &resolveError{orderID: "o", err: errNoResolver}, 0, verdict{act: cancelLoud}},
-		{"unknown, settle later", unknown(now.Add(40 * time.Second)), 0, verdict{act: snooze, delay: 40 * time.Second}},
-		{"unknown, settle time past", unknown(now.Add(-time.Minute)), 2, verdict{act: snooze, delay: 3 * time.Second}},
-		{"unknown, backoff longer", unknown(now.Add(time.Second)), 4, verdict{act: snooze, delay: 5 * time.Second}},
-		{"unknown, no settle time", unknown(time.Time{}), 0, verdict{act: snooze, delay: time.Second}},
-		{"unknown wrapped", opErr(keystore.StateUnknown, unknown(now.Add(10*time.Second))), 0, verdict{act: snooze, delay: 10 * time.Second}},
-		{"in progress elsewhere", opErr(keystore.StatePending, pagpolar.ErrInProgress), 1, verdict{act: snooze, delay: 2 * time.Second}},
-		{"lease lost", opErr(keystore.StatePending, pagpolar.ErrLeaseLost), 0, verdict{act: snooze, delay: time.Second}},
-		{"store unavailable", opErr("", fmt.Errorf("%w: %w", pagpolar.ErrStoreUnavailable, keystore.ErrUnavailable)), 0, verdict{act: snooze, delay: time.Second}},
-		{"rate limited", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 429}), 0, verdict{act: snooze, delay: time.Second}},
-		{"shed", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 503, FromAPI: true}), 0, verdict{act: snooze, delay: time.Second}},
-		{"budget", opErr(keystore.StateNotExecuted, pagpolar.ErrBudgetExhausted), 0, verdict{act: snooze, delay: time.Second}},
-		{"resolver's database away", &resolveError{orderID: "o", err: errors.New("connection refused")}, 0, verdict{act: retry}},
-		{"resolver's database away after a snooze", &resolveError{orderID: "o", err: errors.New("connection refused")}, 1, verdict{act: snooze, delay: 2 * time.Second}},
+		{"answered", nil, 0, false, verdict{act: complete}},
+		{"declined", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 402, Code: "declined"}), 0, false, verdict{act: cancel}},
+		{"refused", opErr(keystore.StateFailed, fmt.Errorf("%w: refund failed", pagpolar.ErrRefused)), 0, false, verdict{act: cancel}},
+		{"API 422 business rule", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 422}), 0, false, verdict{act: cancel}},
+		{"declined, outcome not recorded", opErr("", fmt.Errorf("%w (%w)", pagpolar.ErrDeclined, pagpolar.ErrNotRecorded)), 0, false, verdict{act: cancel}},
+		{"params mismatch", opErr("", fmt.Errorf("%w: other params", pagpolar.ErrParamsMismatch)), 0, false, verdict{act: cancelLoud}},
+		{"key collision (failed)", opErr(keystore.StateFailed, fmt.Errorf("%w: replay of another", pagpolar.ErrParamsMismatch)), 0, false, verdict{act: cancelLoud}},
+		{"local validation", &pagpolar.ValidationError{Field: "Customer.Email", Reason: "not an e-mail address"}, 0, false, verdict{act: cancelLoud}},
+		{"API 400", opErr(keystore.StateFailed, &pagpolar.APIError{StatusCode: 400}), 0, false, verdict{act: cancelLoud}},
+		{"foreign record", opErr("", pagpolar.ErrForeignRecord), 0, false, verdict{act: cancelLoud}},
+		{"too old", opErr(keystore.StateUnknown, pagpolar.ErrOperationTooOld), 0, false, verdict{act: cancelLoud}},
+		{"payer gone", &resolveError{orderID: "o", err: fmt.Errorf("no row: %w", ErrUnresolvable)}, 0, false, verdict{act: cancelLoud}},
+		{"no resolver", &resolveError{orderID: "o", err: errNoResolver}, 0, false, verdict{act: cancelLoud}},
+		{"unknown, settle later", unknown(now.Add(40 * time.Second)), 0, false, verdict{act: snooze, delay: 40 * time.Second}},
+		{"unknown, settle time past", unknown(now.Add(-time.Minute)), 2, false, verdict{act: snooze, delay: 3 * time.Second}},
+		{"unknown, backoff longer", unknown(now.Add(time.Second)), 4, false, verdict{act: snooze, delay: 5 * time.Second}},
+		{"unknown, no settle time", unknown(time.Time{}), 0, false, verdict{act: snooze, delay: time.Second}},
+		{"unknown wrapped", opErr(keystore.StateUnknown, unknown(now.Add(10*time.Second))), 0, false, verdict{act: snooze, delay: 10 * time.Second}},
+		{"in progress elsewhere", opErr(keystore.StatePending, pagpolar.ErrInProgress), 1, false, verdict{act: snooze, delay: 2 * time.Second}},
+		{"lease lost", opErr(keystore.StatePending, pagpolar.ErrLeaseLost), 0, false, verdict{act: snooze, delay: time.Second}},
+		{"store unavailable", opErr("", fmt.Errorf("%w: %w", pagpolar.ErrStoreUnavailable, keystore.ErrUnavailable)), 0, false, verdict{act: snooze, delay: time.Second}},
+		{"rate limited", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 429}), 0, false, verdict{act: snooze, delay: time.Second}},
+		{"shed", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 503, FromAPI: true}), 0, false, verdict{act: snooze, delay: time.Second}},
+		{"budget", opErr(keystore.StateNotExecuted, pagpolar.ErrBudgetExhausted), 0, false, verdict{act: snooze, delay: time.Second}},
+		{"resolver's database away", &resolveError{orderID: "o", err: errors.New("connection refused")}, 0, false, verdict{act: retry}},
+		{"resolver's database away after a snooze", &resolveError{orderID: "o", err: errors.New("connection refused")}, 1, false, verdict{act: snooze, delay: 2 * time.Second}},
+		{"resolver's database away on a rescued job", &resolveError{orderID: "o", err: errors.New("connection refused")}, 0, true, verdict{act: snooze, delay: time.Second}},
 		// A state the SDK did not prove is not proof: an error that only
 		// claims not_executed is unknown, and snoozes.
-		{"claimed not executed, unproven", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 401}), 0, verdict{act: snooze, delay: time.Second}},
-		{"claimed not executed, context", opErr(keystore.StateNotExecuted, context.Canceled), 0, verdict{act: snooze, delay: time.Second}},
+		{"claimed not executed, unproven", opErr(keystore.StateNotExecuted, &pagpolar.APIError{StatusCode: 401}), 0, false, verdict{act: snooze, delay: time.Second}},
+		{"claimed not executed, context", opErr(keystore.StateNotExecuted, context.Canceled), 0, false, verdict{act: snooze, delay: time.Second}},
 	}
 	for _, c := range cases {
-		if got := verdictOf(c.err, now, c.snoozes, backoff); got != c.want {
+		if got := verdictOf(c.err, now, c.snoozes, c.snoozes == 0 && !c.later, backoff); got != c.want {
 			t.Errorf("%s: verdict %v %v, want %v %v", c.name, got.act, got.delay, c.want.act, c.want.delay)
 		}
 	}
@@ -115,7 +117,7 @@ func TestVerdictOf_ProvenNotExecutedRetries(t *testing.T) {
 		if got := pagpolar.OutcomeOf(c.err); got != c.outcome {
 			t.Errorf("%s: OutcomeOf = %q (%v), want %q", c.name, got, c.err, c.outcome)
 		}
-		if got := verdictOf(c.err, now, 0, DefaultBackoff); got.act != c.act {
+		if got := verdictOf(c.err, now, 0, true, DefaultBackoff); got.act != c.act {
 			t.Errorf("%s: verdict %v, want %v (%v)", c.name, got.act, c.act, c.err)
 		}
 	}

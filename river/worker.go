@@ -86,7 +86,7 @@ func (w *worker[TTx, A]) Work(ctx context.Context, job *river.Job[A]) error {
 	log := w.cfg.Logger.With("job", job.ID, "kind", job.Kind, "op", job.Args.OperationIDOf())
 	res, err := job.Args.run(ctx, w.cfg.Client, w.cfg.Resolver)
 	snoozes := snoozeCount(job.Metadata)
-	v := verdictOf(err, w.cfg.Now(), snoozes, w.cfg.Backoff)
+	v := verdictOf(err, w.cfg.Now(), snoozes, snoozes == 0 && job.Attempt <= 1, w.cfg.Backoff)
 	switch v.act {
 	case complete:
 		res.JobID = job.ID
