@@ -275,6 +275,14 @@ func TestWorker_OnSettledFailureRollsBackCompletion(t *testing.T) {
 // the same operation: one sale, never a second.
 func TestWorker_OutcomeUnknownSnoozesSameOperation(t *testing.T) {
 	s := newShop(t)
+	// A charge for another order first: the client has read the API's
+	// clock, so the job's first run sends without a snapshot (which the
+	// failing lookups below would stop: not executed, and River's retries,
+	// run after run until a snapshot succeeds).
+	if _, err := s.client.Payments.Pix(context.Background(), pagpolar.PixParams{OperationID: "pix:warm-up", OfferID: "offer-basic", ExternalReference: "warm-up",
+		Customer: pagpolar.Customer{Name: "Maria Silva", Email: "maria@example.com", Document: "123.456.789-09"}}); err != nil {
+		t.Fatalf("warm-up charge: %v", err)
+	}
 	// The lookups fail until the test clears the faults, after the job
 	// has been snoozed at least once.
 	s.srv.Inject(pagpolartest.Fault{Route: "pix", Times: 1, Action: pagpolartest.FaultCommitThenDrop})
