@@ -188,3 +188,37 @@ func TestResume_NeverSentRecordOnAnUnprovenStoreStaysUnsettled(t *testing.T) {
 		})
 	}
 }
+
+// A lookup that proves nothing was executed settles not_executed only once
+// the store takes it: unwritten, Resume reports the record's state as
+// stored (not not_executed) with an unknown Err, and a later Resume, the
+// store back, settles it.
+func TestResume_ProvenNotFoundUnwrittenIsUnknown(t *testing.T) {
+	f := newFixture(t, nil)
+	st := &failingUpdateStore{Memory: f.store}
+	c := f.client(t, WithStore(st))
+	f.warm(t, c)
+	f.srv.Inject(pagpolartest.Fault{Route: "pix", Action: pagpolartest.FaultDropBeforeProcessing, Times: 1})
+	p := PixParams{OperationID: "pix:order-nf", OfferID: "offer-basic", ExternalReference: "order-nf", Customer: goodCustomer}
+	ctx, cancel := endAtAnswer(f.ctx)
+	defer cancel()
+	if _, err := c.Payments.Pix(ctx, p); !isUnknown(err) {
+		t.Fatalf("first call: %v, want unknown (its process ended at the lost answer)", err)
+	}
+	f.srv.Clock.Advance(time.Minute)
+	st.failing.Store(true)
+	rr, err := c.Resume(f.ctx, p.OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.State == keystore.StateNotExecuted || !errors.Is(rr.Err, ErrOutcomeUnknown) || errors.Is(rr.Err, ErrNotExecuted) {
+		t.Fatalf("Resume with the store refusing the write: %s (%v), want the stored state and an unknown Err", rr.State, rr.Err)
+	}
+	st.failing.Store(false)
+	if rr, err = c.Resume(f.ctx, p.OperationID); err != nil || rr.State != keystore.StateNotExecuted {
+		t.Fatalf("Resume with the store back: %+v (%v), want not_executed", rr, err)
+	}
+	if n := f.successful("sale"); n != 0 {
+		t.Fatalf("%d sales", n)
+	}
+}
