@@ -37,7 +37,9 @@
 //     same operation ID, which settles before it sends; never a new
 //     operation, and never discarded for it;
 //   - a params mismatch, invalid params, a payer the Resolver reports gone,
-//     a foreign record: cancelled, logged at level Error;
+//     a foreign record: cancelled, logged at level Error (the API's 400 or
+//     an operation too old to send, while the key store has not recorded
+//     it, is unknown and snoozes: the next run records it, then cancels);
 //   - what the SDK proved not processed (a 401), or a first run whose
 //     Resolver failed before the SDK was called: River's retry policy. A
 //     Resolver failure after a snooze or an earlier attempt (a job River

@@ -82,8 +82,14 @@ func verdictOf(err error, now time.Time, snoozes int, firstRun bool, backoff fun
 	var ve *pagpolar.ValidationError
 	switch {
 	case errors.Is(err, pagpolar.ErrParamsMismatch), errors.Is(err, pagpolar.ErrForeignRecord),
-		errors.As(err, &ve), errors.Is(err, pagpolar.ErrValidation), errors.Is(err, pagpolar.ErrOperationTooOld),
-		errors.Is(err, ErrUnresolvable), errors.Is(err, errNoResolver):
+		errors.As(err, &ve), errors.Is(err, ErrUnresolvable), errors.Is(err, errNoResolver):
+		return verdict{act: cancelLoud}
+	case (errors.Is(err, pagpolar.ErrValidation) || errors.Is(err, pagpolar.ErrOperationTooOld)) &&
+		pagpolar.OutcomeOf(err) != pagpolar.OutcomeUnknown:
+		// The API's 400, or an operation too old to send, once recorded.
+		// Unrecorded, it is unknown and snoozes below: the next run
+		// settles it (and cancels it then) instead of leaving the record
+		// in flight with no job behind it.
 		return verdict{act: cancelLoud}
 	}
 	wait := backoff(snoozes)
