@@ -279,3 +279,22 @@ func endAtAnswerHook(ctx context.Context, e Event) {
 		cancel()
 	}
 }
+
+// crashedInSnapshot turns a never-sent operation's not_executed record
+// (a first send stopped at its snapshot) back into what a process that
+// crashed in that snapshot leaves: pending, no attempt.
+func crashedInSnapshot(t *testing.T, st keystore.Store, id string) {
+	t.Helper()
+	ctx := context.Background()
+	rec, err := st.Acquire(ctx, id, "crashed", time.Minute)
+	if err != nil || rec.State != keystore.StateNotExecuted || rec.Attempts != 0 {
+		t.Fatalf("record %s: %s, %d attempts (%v); want not_executed, never sent", id, rec.State, rec.Attempts, err)
+	}
+	rec.State, rec.Error = keystore.StatePending, ""
+	if rec, err = st.Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Release(ctx, rec.OperationID, rec.LeaseToken); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -155,19 +155,8 @@ func TestResume_NeverSentRecordOnAnUnprovenStoreStaysUnsettled(t *testing.T) {
 			}
 			f.srv.ClearFaults()
 			// The call wrote not_executed; a process that crashed in its
-			// snapshot leaves the record as it was created: pending, no
-			// attempt.
-			rec, err := f.store.Acquire(f.ctx, cold.storeID(p.OperationID), "crashed", time.Minute)
-			if err != nil || rec.State != keystore.StateNotExecuted || rec.Attempts != 0 || f.posts("pix") != 0 {
-				t.Fatalf("record %+v (%v), %d POSTs: want not_executed, never sent", rec, err, f.posts("pix"))
-			}
-			rec.State, rec.Error = keystore.StatePending, ""
-			if rec, err = f.store.Update(f.ctx, rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.store.Release(f.ctx, rec.OperationID, rec.LeaseToken); err != nil {
-				t.Fatal(err)
-			}
+			// snapshot leaves the record pending.
+			crashedInSnapshot(t, f.store, cold.storeID(p.OperationID))
 			if unproven {
 				f.store.Unprove()
 			}

@@ -255,11 +255,11 @@ func TestSettleFromWebhook_TestEventSettlesNothing(t *testing.T) {
 // A webhook about an earlier operation's sale makes a charge that was
 // never sent unknown for good.
 //
-// A cold client's charge whose pre-send snapshot failed is left pending
-// with 0 attempts: nothing was sent, and the next call takes the snapshot
-// and sends (README: "If the snapshot cannot be read, the charge is not
-// sent ... call again"). SettleFromWebhook treats it like any unsettled
-// candidate: an event about another operation's sale under the reference
+// A cold client's charge whose pre-send snapshot failed (or whose process
+// crashed in it) is left pending with 0 attempts: nothing was sent, and the next call takes the
+// snapshot and sends (README: "If the snapshot cannot be read, the charge
+// is not sent ... call again"). SettleFromWebhook treated it like any
+// unsettled candidate: an event about another operation's sale under the reference
 // (an earlier PIX of the order, paid late) is unclear for it (no snapshot,
 // no floor), and unknownSaved turns the record UNKNOWN — with that sale in
 // Unclear. From then on every call, Resume and ResumeAll look the order
@@ -291,6 +291,7 @@ func TestSettleFromWebhook_NeverSentChargeStaysSendable(t *testing.T) {
 				t.Fatalf("first call: %v, want 'nothing was sent'", err)
 			}
 			f.srv.ClearFaults()
+			crashedInSnapshot(t, f.store, c.storeID("pix:"+ref))
 			mustState(t, f, c, "pix:"+ref, keystore.StatePending)
 			if event {
 				rs, err := c.SettleFromWebhook(f.ctx, eventFor(t, f, wire.EventTransactionCreated, earlier.Sale.ID))
