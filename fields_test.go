@@ -148,3 +148,35 @@ func TestSettleFound_UnclearRememberedByIdentifier(t *testing.T) {
 		}
 	}
 }
+
+// A field read as the identifier proves identity only while no two
+// different listed effects carry it: a claim or a snapshot that excludes
+// one would exclude the other too. The same item listed twice (a page
+// boundary that moved) is one effect.
+func TestSettleFound_SharedIdentifierIdentifiesNeither(t *testing.T) {
+	f := refundFacts()
+	read := func(raw string) effect {
+		t.Helper()
+		e, err := readEffect(effRefund, wire.AnswerList, []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	mine := read(`{"id":77,"sale_identifier":"s1","amount":700,"status":"completed","created_at":"` + ts(time.Second) + `"}`)
+	other := read(`{"id":77,"sale_identifier":"s1","amount":300,"status":"completed","created_at":"` + ts(-time.Hour) + `"}`)
+	f.claimed = map[string]bool{"77": true} // recorded as another operation's
+	for _, c := range []struct {
+		name string
+		effs []effect
+		want lookupKind
+	}{
+		{"one item, claimed", []effect{mine}, lookupNotFound},
+		{"the same item twice, claimed", []effect{mine, mine}, lookupNotFound},
+		{"two items under one identifier", []effect{other, mine}, lookupUnclear},
+	} {
+		if got := settleFound(c.effs, f, true, "", nil); got.kind != c.want {
+			t.Errorf("%s: %v (%s), want %v", c.name, got.kind, got.reason, c.want)
+		}
+	}
+}

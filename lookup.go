@@ -1,6 +1,7 @@
 package pagpolar
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -205,8 +206,15 @@ func (c *Client) lookupPlanChange(ctx context.Context, opID string, m opMeta) (l
 func settleFound(effs []effect, f opFacts, complete bool, why string, seenUnclear []string) lookupOutcome {
 	js := make([]judged, 0, len(effs))
 	listed := map[string]bool{}
+	shared := sharedIDs(effs)
 	for _, e := range effs {
 		a, w := attributeFound(e, f)
+		if shared[e.ID] {
+			// Exclusion by identifier (a snapshot, a claim) assumes the
+			// field identifies: one that two different listed effects
+			// carry does not, and proves nothing about either.
+			a, w = attrUnclear, e.label()+" (another listed "+e.kind.String()+" carries the same identifier, so it identifies neither)"
+		}
 		js = append(js, judged{e: e, a: a, why: w})
 		listed[e.ID] = true
 	}
@@ -219,6 +227,41 @@ func settleFound(effs []effect, f opFacts, complete bool, why string, seenUnclea
 		}
 	}
 	return lo
+}
+
+// sharedIDs are the identifiers that two listed effects carry while
+// differing in something else they show: a field read as the identifier
+// that does not identify (a constant, another field under a lookalike
+// name). The same effect listed twice (a page boundary that moved) shows
+// the same everywhere and is not counted.
+func sharedIDs(effs []effect) map[string]bool {
+	first := map[string]effect{}
+	var shared map[string]bool
+	for _, e := range effs {
+		if e.idSt != wire.Read {
+			continue
+		}
+		o, seen := first[e.ID]
+		if !seen {
+			first[e.ID] = e
+			continue
+		}
+		if !sameListing(o, e) {
+			if shared == nil {
+				shared = map[string]bool{}
+			}
+			shared[e.ID] = true
+		}
+	}
+	return shared
+}
+
+// sameListing reports whether a and b show the same effect in every field
+// the SDK reads.
+func sameListing(a, b effect) bool {
+	return a.kind == b.kind && a.Ref == b.Ref && a.Method == b.Method && a.Offer == b.Offer && a.FromOffer == b.FromOffer &&
+		a.SaleID == b.SaleID && a.SubID == b.SubID && a.Status == b.Status && a.NextOffer == b.NextOffer &&
+		a.Amount == b.Amount && a.Created.Equal(b.Created) && a.CreatedRes == b.CreatedRes
 }
 
 // subscriptionState decides a plan change from a subscription whose
@@ -365,7 +408,7 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 	const maxPages = 200
 	u := c.url(path, q)
 	seenURL := map[string]bool{}
-	seenID := map[string]bool{}
+	seenID := map[string]json.RawMessage{}
 	for range maxPages {
 		if seenURL[u.String()] {
 			return items, false, "the list's next page points back at a page already read", staleRead{}, nil
@@ -392,11 +435,15 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 		fresh := 0
 		for _, it := range page.Items {
 			id := itemID(it)
-			if id != "" && seenID[id] {
-				continue // offset paging shifted by a new item
+			if prev, seen := seenID[id]; id != "" && seen && bytes.Equal(prev, it) {
+				continue // offset paging shifted by a new item: the same item again
 			}
-			if id != "" {
-				seenID[id] = true
+			if _, seen := seenID[id]; id != "" && !seen {
+				// Only the first item under an identifier is what a repeat
+				// is compared with. Another item under it is kept: a field
+				// read as the identifier that two items carry identifies
+				// neither (settleFound, sharedIDs).
+				seenID[id] = it
 			}
 			fresh++
 			items = append(items, it)
