@@ -99,7 +99,12 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 		// answering now), so it cannot tell that waiting is in vain.
 		s.freshOK = false
 	}
-	if s.hiAt.IsZero() || d.After(s.hiDate.Add(now.Sub(s.hiAt))) {
+	if el := now.Sub(s.hiAt); s.hiAt.IsZero() || el < 0 || el > serverClockMaxAge || d.After(s.hiDate.Add(el)) {
+		// A reading older than serverClockMaxAge bounds nothing any more
+		// (dateFloor refuses it); kept as the highest, carried forward
+		// across a step of the client's clock, it would stop every later
+		// answer from giving a bound, and a lookup that knows no bound
+		// takes any stored copy for the list as it is.
 		s.hiDate, s.hiAt = d, now
 	}
 	if !d.Add(time.Second + rtt).Before(s.hiDate.Add(now.Sub(s.hiAt))) {

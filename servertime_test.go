@@ -333,3 +333,30 @@ func TestReachable_WaitingOnlyWhereTheClockCanGetThere(t *testing.T) {
 		}
 	}
 }
+
+// A reading older than serverClockMaxAge bounds nothing (dateFloor refuses
+// it). Kept as the highest reading, carried forward across a step of the
+// client's clock (ten minutes ahead: the old reading, carried forward,
+// looks later than every new Date), it stopped every later answer from
+// giving a lower bound of the API's clock, and a lookup that knew no
+// bound took a stored copy for the list as it is: a double charge behind
+// a cache that sends no Age. A new answer now replaces it.
+func TestServerClock_AgedOutReadingGivesWayToANewOne(t *testing.T) {
+	var sc serverClock
+	tol := time.Second
+	sc.observe(dateHeader(t0), t0, t0, tol)
+	if _, ok := sc.dateFloor(t0.Add(time.Second)); !ok {
+		t.Fatal("no floor after one answer")
+	}
+	// The client's clock steps ten minutes ahead; the API's does not.
+	now := t0.Add(serverClockMaxAge + time.Second)
+	api := t0.Add(2 * time.Second)
+	sc.observe(dateHeader(api), now, now, tol)
+	f, ok := sc.dateFloor(now)
+	if !ok {
+		t.Fatal("the new answer gave no floor: the aged-out reading still stands in its way")
+	}
+	if f.After(api.Add(time.Second)) {
+		t.Fatalf("floor %v, above the API's clock %v", f, api)
+	}
+}

@@ -64,3 +64,19 @@ func TestScenario_UnseenAPIClockStepBackIsTheOpenExposure(t *testing.T) {
 			Step{Do: DoPix, Order: 1, Faults: []Fault{{Action: pagpolartest.FaultCommitDropRelease}}, GiveUp: true},
 			Step{Do: DoAPIStep, Advance: time.Hour})})
 }
+
+// Found by the second 30-minute hunt (scenario 880 of its seed), shrunk by
+// hand: the fake's micro-cache serves list copies without Age; a clean
+// subscribe; the client's clock steps ten minutes ahead (the API's does
+// not); a PIX charge commits, releases its key and loses its answer. The
+// estimator's reading from before the step, past serverClockMaxAge now,
+// stayed its "highest" and no later answer gave a bound, so the lookup
+// knew nothing of the API's clock and took a copy from before the commit
+// for the list: not found, sent again, two sales.
+func TestScenario_ClientClockStepPastTheReadingsKeepsCopiesFromProvingAbsence(t *testing.T) {
+	checkScenario(t, Scenario{Seed: 19, Shapes: []pagpolartest.Shape{pagpolartest.ShapeCacheNoAge}, Clients: 1, Steps: []Step{
+		{Do: DoSubscribe, Order: 0},
+		{Do: DoClientStep, Advance: 10 * time.Minute},
+		{Do: DoPix, Order: 1, Faults: []Fault{{Action: pagpolartest.FaultCommitDropRelease}}},
+	}}, nil)
+}
