@@ -425,7 +425,13 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
 		// Headers arrived but the body was cut: the request was processed in
-		// some way we cannot read. Ambiguous.
+		// some way we cannot read. Ambiguous. A 2xx's headers are still the
+		// API's own: its Date is a reading of the API's clock, and one that
+		// shows the clock stepped back must be seen (a floor it breaks
+		// would exclude this very request's effect).
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			c.observeDate(resp.Header, method, sentAt, strings.EqualFold(resp.Header.Get(wire.HeaderReplayed), "true"))
+		}
 		return nil, &sendError{err: fmt.Errorf("pagpolar: reading response (status %d): %w", resp.StatusCode, redact(err, token)), written: true}
 	}
 	r := &response{
@@ -441,13 +447,19 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 	if r.status >= 200 && r.status < 300 || r.apiOwn {
 		// Only the API's own answers measure its clock: a gateway's page may
 		// carry the gateway's.
-		now := c.clock.Now()
-		c.srvClock.observe(resp.Header, sentAt, now, c.policy.ServerClockTolerance)
-		if method != http.MethodGet && !r.replayed {
-			c.srvClock.observeUncached(resp.Header, sentAt, now)
-		}
+		c.observeDate(resp.Header, method, sentAt, r.replayed)
 	}
 	return r, nil
+}
+
+// observeDate gives the API's clock estimator the Date of one of the API's
+// own answers to a request sent at sentAt.
+func (c *Client) observeDate(h http.Header, method string, sentAt time.Time, replayed bool) {
+	now := c.clock.Now()
+	c.srvClock.observe(h, sentAt, now, c.policy.ServerClockTolerance)
+	if method != http.MethodGet && !replayed {
+		c.srvClock.observeUncached(h, sentAt, now)
+	}
 }
 
 // apiError builds the typed error of a non-2xx response. token is the one

@@ -80,3 +80,19 @@ func TestScenario_ClientClockStepPastTheReadingsKeepsCopiesFromProvingAbsence(t 
 		{Do: DoPix, Order: 1, Faults: []Fault{{Action: pagpolartest.FaultCommitDropRelease}}},
 	}}, nil)
 }
+
+// Found by the second 30-minute hunt (scenario 3630), shrunk by hand: a
+// clean PIX; the API's clock steps back 5 s; a PIX whose answer is cut
+// mid-body, its caller giving up at that first answer. The cut answer's
+// headers carried a Date showing the step, but a cut body's Date was never
+// read, so the floor recorded at the send (from before the step) stood,
+// excluded the charge's own sale (stamped by the stepped-back clock), and
+// the final ResumeAll settled it not executed while the sale existed.
+// A 2xx's Date is the API's own whether or not its body arrives whole.
+func TestScenario_CutAnswerStillShowsTheAPIClockStepBack(t *testing.T) {
+	checkScenario(t, Scenario{Seed: 7747865, Clients: 1, Steps: []Step{
+		{Do: DoPix, Order: 3},
+		{Do: DoAPIStep, Order: 1, N: 1, Advance: -5 * time.Second},
+		{Do: DoPix, Order: 1, Truncate: true, GiveUp: true, Concurrent: true},
+	}}, nil)
+}
