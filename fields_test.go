@@ -163,18 +163,25 @@ func TestSettleFound_SharedIdentifierIdentifiesNeither(t *testing.T) {
 		}
 		return e
 	}
-	mine := read(`{"id":77,"sale_identifier":"s1","amount":700,"status":"completed","created_at":"` + ts(time.Second) + `"}`)
+	mine := read(`{"id":77,"sale_identifier":"s1","amount":1500,"status":"completed","created_at":"` + ts(time.Second) + `"}`)
 	other := read(`{"id":77,"sale_identifier":"s1","amount":300,"status":"completed","created_at":"` + ts(-time.Hour) + `"}`)
-	f.claimed = map[string]bool{"77": true} // recorded as another operation's
 	for _, c := range []struct {
-		name string
-		effs []effect
-		want lookupKind
+		name    string
+		claimed bool // 77 recorded as another operation's
+		effs    []effect
+		want    lookupKind
 	}{
-		{"one item, claimed", []effect{mine}, lookupNotFound},
-		{"the same item twice, claimed", []effect{mine, mine}, lookupNotFound},
-		{"two items under one identifier", []effect{other, mine}, lookupUnclear},
+		{"one item", false, []effect{mine}, lookupSucceeded},
+		{"one item, claimed", true, []effect{mine}, lookupNotFound},
+		{"the same item twice", false, []effect{mine, mine}, lookupSucceeded},
+		{"the same item twice, claimed", true, []effect{mine, mine}, lookupNotFound},
+		{"two items under one identifier", false, []effect{other, mine}, lookupUnclear},
+		{"two items under one identifier, claimed", true, []effect{other, mine}, lookupUnclear},
 	} {
+		f.claimed = nil
+		if c.claimed {
+			f.claimed = map[string]bool{"77": true}
+		}
 		if got := settleFound(c.effs, f, true, "", nil); got.kind != c.want {
 			t.Errorf("%s: %v (%s), want %v", c.name, got.kind, got.reason, c.want)
 		}

@@ -207,7 +207,16 @@ func settleFound(effs []effect, f opFacts, complete bool, why string, seenUnclea
 	js := make([]judged, 0, len(effs))
 	listed := map[string]bool{}
 	shared := sharedIDs(effs)
+	judgedAs := map[string]effect{}
 	for _, e := range effs {
+		if prev, ok := judgedAs[e.ID]; ok && e.idSt == wire.Read && sameListing(prev, e) {
+			continue // the same effect listed again (a page boundary that moved)
+		}
+		if e.idSt == wire.Read {
+			if _, ok := judgedAs[e.ID]; !ok {
+				judgedAs[e.ID] = e
+			}
+		}
 		a, w := attributeFound(e, f)
 		if shared[e.ID] {
 			// Exclusion by identifier (a snapshot, a claim) assumes the
@@ -438,14 +447,18 @@ func (c *Client) readListAt(ctx context.Context, path string, q url.Values, atte
 			if prev, seen := seenID[id]; id != "" && seen && bytes.Equal(prev, it) {
 				continue // offset paging shifted by a new item: the same item again
 			}
-			if _, seen := seenID[id]; id != "" && !seen {
-				// Only the first item under an identifier is what a repeat
-				// is compared with. Another item under it is kept: a field
-				// read as the identifier that two items carry identifies
-				// neither (settleFound, sharedIDs).
-				seenID[id] = it
+			if _, seen := seenID[id]; id == "" || !seen {
+				// Only an item under an identifier not seen before is news
+				// of the list: a page of nothing else may be a page already
+				// answered (a cursor ignored), whatever bytes changed.
+				fresh++
+				if id != "" {
+					seenID[id] = it
+				}
 			}
-			fresh++
+			// Another item under a seen identifier is kept: a field read
+			// as the identifier that two items carry identifies neither
+			// (settleFound, sharedIDs).
 			items = append(items, it)
 		}
 		if fresh == 0 && len(page.Items) > 0 {

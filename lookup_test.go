@@ -1,6 +1,7 @@
 package pagpolar
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pagpolar/pagpolar-go/internal/wire"
+	"github.com/pagpolar/pagpolar-go/keystore"
 	"github.com/pagpolar/pagpolar-go/pagpolartest"
 )
 
@@ -404,4 +407,37 @@ func TestLookup_EveryAgeFieldIsRead(t *testing.T) {
 	if _, cached := servedByCache(h, now, now.Add(-time.Hour)); !cached {
 		t.Errorf("Age: 0, Age: 600 passes as a fresh read")
 	}
+}
+
+// An API that ignores the page asked for (and echoes it) answers page 1
+// again for page 2; an item with a field that changes on every read (a
+// countdown, a signed link) makes the repeat differ in bytes. A page of
+// nothing but identifiers already seen is no news of the list, whatever
+// changed: the read is not complete, so it never proves a sale absent that
+// the page asked for would have held.
+func TestLookup_IgnoredPagingWithChangingItemsIsNotComplete(t *testing.T) {
+	var reads atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page := r.URL.Query().Get("page")
+		if page == "" {
+			page = "1"
+		}
+		n := reads.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Date", time.Now().UTC().Format(http.TimeFormat))
+		fmt.Fprintf(w, `{"data":[{"identifier":"sale_other","external_reference":"order-ign","status":"paid","expires_in":%d}],"page":%s,"total_pages":3}`, 1000-n, page)
+	}))
+	t.Cleanup(api.Close)
+	c, err := NewClient("cred_1", StaticToken("tok"), WithBaseURL(api.URL), WithStore(keystore.NewMemory()), WithRetryPolicy(testPolicy()), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, complete, why, _, err := c.readListAt(context.Background(), wire.RouteSales, url.Values{"external_reference": {"order-ign"}}, 1, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if complete {
+		t.Fatalf("read %d items over %d reads as the whole list; want incomplete (the page asked for was never answered)", len(items), reads.Load())
+	}
+	t.Logf("incomplete: %s", why)
 }
