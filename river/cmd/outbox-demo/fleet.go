@@ -15,10 +15,13 @@ import (
 )
 
 // fleet runs the worker processes, one per slot, and kills them at
-// seeded moments: the plan names a slot, a crash point ("saved": the SDK
-// wrote its record and is about to send; "sent": an answer arrived and is
-// not stored yet) and how many of that point the slot's process reaches
-// before it is SIGKILLed. A killed process is started again at once.
+// seeded moments: the plan names a crash point ("saved": the SDK wrote its
+// record and is about to send; "sent": an answer arrived and is not stored
+// yet) and how many of that point the fleet reaches before the process
+// that reaches the last is SIGKILLed. A killed process is started again at
+// once. (The plan does not pin a slot: a process just started again may
+// take seconds to fetch a job on a loaded machine, and a kill waiting for
+// it missed the run while the other slot drained the queue.)
 type fleet struct {
 	exe   string
 	env   []string
@@ -33,6 +36,7 @@ type fleet struct {
 	mu                              sync.Mutex
 	procs                           []*proc
 	plan                            killPlan
+	seen                            int // crash points of the planned kind seen since the plan
 	killed, killedSaved, killedSent int
 	problems                        []string
 	stopping                        bool
@@ -40,7 +44,6 @@ type fleet struct {
 }
 
 type killPlan struct {
-	slot  int
 	point string
 	after int
 }
@@ -48,13 +51,13 @@ type killPlan struct {
 type proc struct {
 	slot, n int
 	cmd     *exec.Cmd
-	seen    int // crash points of the planned kind seen
 	done    chan struct{}
 	killed  bool
 }
 
 func (f *fleet) next() {
-	f.plan = killPlan{slot: f.rng.IntN(len(f.procs)), point: []string{"saved", "sent"}[f.killed%2], after: 1 + f.rng.IntN(f.spread)}
+	f.plan = killPlan{point: []string{"saved", "sent"}[f.killed%2], after: 1 + f.rng.IntN(f.spread)}
+	f.seen = 0
 }
 
 func (f *fleet) start(ctx context.Context, n int) error {
@@ -114,11 +117,11 @@ func (f *fleet) line(ctx context.Context, p *proc, text string) {
 	point, _, _ := strings.Cut(text, " ")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stopping || p.killed || f.killed >= f.kills || f.procs[p.slot] != p || p.slot != f.plan.slot || point != f.plan.point {
+	if f.stopping || p.killed || f.killed >= f.kills || f.procs[p.slot] != p || point != f.plan.point {
 		return
 	}
-	p.seen++
-	if p.seen < f.plan.after {
+	f.seen++
+	if f.seen < f.plan.after {
 		return
 	}
 	p.killed = true
