@@ -391,13 +391,19 @@ func (e *exec) notExecuted(ctx context.Context, reason string, cause error) erro
 		// call still holds it: a lease that ran out while it waited
 		// (ErrLeaseLost) lets another worker send. Not executed is an
 		// answer only once written (SAFETY rule 12).
-		e.c.log.WarnContext(ctx, "pagpolar: could not record not_executed", "op", e.s.id, "err", err)
-		e.rec.State = e.stored
-		return e.opErr(e.unknownErr("no attempt of this call was processed, but the key store did not record that, so another worker may hold the operation and have sent it",
-			fmt.Errorf("%w (recording it: %w)", cause, opCause(err))))
+		return e.notExecutedUnwritten(ctx, "no attempt of this call was processed", fmt.Errorf("%w (recording it: %w)", cause, opCause(err)))
 	}
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted)})
 	return e.opErr(notExecutedError{cause})
+}
+
+// notExecutedUnwritten is the answer when a proven not_executed could not
+// be written: the record keeps its stored state (it still says the
+// operation may be in flight) and the answer is unknown (SAFETY rule 12).
+func (e *exec) notExecutedUnwritten(ctx context.Context, what string, err error) error {
+	e.c.log.WarnContext(ctx, "pagpolar: could not record not_executed", "op", e.s.id, "err", err)
+	e.rec.State = e.stored
+	return e.opErr(e.unknownErr(what+", but the key store did not record that, so another worker may hold the operation and send it", err))
 }
 
 // unknownErr builds the outcome-unknown error; its reason and cause are

@@ -246,11 +246,7 @@ func (e *exec) trustedNotFound(ctx context.Context, resend bool) (*settled, erro
 func (e *exec) settleNotExecuted(ctx context.Context) (*settled, error) {
 	e.rec.State, e.rec.Error = keystore.StateNotExecuted, "settled: lookup proved nothing was executed"
 	if err := e.saveOutcome(ctx); err != nil {
-		// As in notExecuted: unwritten, the record still says the
-		// operation may be in flight, and another worker may take it.
-		e.rec.State = e.stored
-		return nil, e.opErr(e.unknownErr("the lookup proved nothing was executed, but the key store did not record that, so another worker may hold the operation and send it",
-			fmt.Errorf("recording not_executed: %w", opCause(err))))
+		return nil, e.notExecutedUnwritten(ctx, "the lookup proved nothing was executed", fmt.Errorf("recording not_executed: %w", opCause(err)))
 	}
 	e.c.emit(ctx, Event{Kind: EventSettle, OperationID: e.s.id, Key: e.rec.Key, State: string(keystore.StateNotExecuted), Source: SourceLookup})
 	return &settled{rec: e.rec, op: e.op(SourceLookup)}, nil
