@@ -136,3 +136,24 @@ func TestScenario_TwoSalesUnderOneReadIdentifierAreBothKept(t *testing.T) {
 			{Actor: 0, Do: DoForgetOne, Order: 1},
 		}}, nil)
 }
+
+// Every answer shows no status (a field the API dropped), and a card is
+// declined: its answer is cut, the first lookups fail, a later one lists
+// the sale. The sale exists and nothing shows its decision, so the SDK
+// answers succeeded with the decision unrecognized: existence and
+// decision are two answers, and a status no answer carried proves
+// neither paid nor declined. Found by the 30-minute hunt; the SDK was
+// right and the check was not (it read every success as "took effect").
+// The check still holds the other way: a success reported with a
+// decision (paid) on this declined sale, or naming a sale that is not
+// this operation's, breaks it (TestCheck_Invariants).
+func TestScenario_ACardWhoseStatusNoAnswerShowsIsAnsweredUndecided(t *testing.T) {
+	checkScenario(t, Scenario{Seed: 6, Shapes: []pagpolartest.Shape{"amount-reais"}, NoSubscriptionLookup: true,
+		Mutations: []Mutation{{Answers: "any", Edit: "remove", Field: "status"}},
+		Clients:   3,
+		Steps: []Step{{Do: DoCard, Order: 0, Truncate: true, Faults: []Fault{
+			{Action: pagpolartest.FaultDecline},
+			{Action: pagpolartest.FaultGateway, Read: true, Status: 504},
+			{Action: pagpolartest.FaultDropBeforeProcessing, Read: true},
+		}}}}, nil)
+}

@@ -35,8 +35,9 @@ type Report struct {
 	Step     int    // the step (1-based) that made the call; 0 for the final settling
 	OpID     string // the operation
 	Outcome  Outcome
-	EffectID string    // with Succeeded: the sale, refund, subscription or plan change returned
-	At       time.Time // when the call returned, on the API's clock
+	EffectID string            // with Succeeded: the sale, refund, subscription or plan change returned
+	Decision pagpolar.Decision // with Succeeded: the decision reported with it
+	At       time.Time         // when the call returned, on the API's clock
 	Err      error
 }
 
@@ -122,8 +123,12 @@ type Truth struct {
 //  2. No effect exists that no operation of the run sent (a key the
 //     client should never have used).
 //  3. A call that said succeeded names an effect of that operation that
-//     exists and took effect (not a declined sale, not another
-//     operation's).
+//     exists (not another operation's) and, when it reported a decision
+//     (paid, applied, completed, active...), took effect: not a declined
+//     sale. A success reported undecided (pending, in analysis,
+//     requested, scheduled, or a status it could not read) claims only
+//     that the effect exists: existence and decision are two answers, and
+//     an answer that shows no status proves no decision.
 //  4. A call that said failed or not executed did so while no successful
 //     effect of the operation existed or was still on its way (made by a
 //     request sent before the call returned).
@@ -213,8 +218,8 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 				// effect exists, and it does.
 			case found == nil:
 				add(r.OpID, "step %d said succeeded with %s, which is not an effect of this operation (%s)", r.Step, r.EffectID, effectList(byOp[r.OpID]))
-			case !found.Successful:
-				add(r.OpID, "step %d said succeeded with %s, whose status %s did not take effect", r.Step, r.EffectID, found.Status)
+			case !found.Successful && claimsDecision(r.Decision):
+				add(r.OpID, "step %d said succeeded with %s (decision %q), whose status %s did not take effect", r.Step, r.EffectID, r.Decision, found.Status)
 			}
 		case Failed, NotExecuted:
 			for _, e := range successful(r.OpID) {
@@ -231,8 +236,9 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 		s := successful(op)
 		switch fromState(rec.State) {
 		case Succeeded:
-			if len(s) == 0 {
-				add(op, "the store says succeeded (%s), the ledger has no successful effect", rec.ResultRef)
+			d := pagpolar.DecisionOfResult(rec.Result)
+			if len(s) == 0 && (claimsDecision(d) || len(byOp[op]) == 0) {
+				add(op, "the store says succeeded (%s, decision %q), the ledger has no successful effect (%s)", rec.ResultRef, d, effectList(byOp[op]))
 			} else if o := ownerOf[rec.ResultRef]; rec.ResultRef != "" && o != "" && o != op {
 				add(op, "the store says succeeded with %s, an effect of %s (this operation's: %s)", rec.ResultRef, o, effectList(s))
 			}
@@ -243,6 +249,15 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 		}
 	}
 	return out
+}
+
+// claimsDecision reports whether a success reported with decision d
+// claims that its effect took effect: every decision but the undecided
+// ones (pending, in analysis, requested, scheduled, unrecognized) and a
+// later refusal, which says the effect exists and nothing was charged. A
+// success reported with no decision at all claims it took effect.
+func claimsDecision(d pagpolar.Decision) bool {
+	return d == "" || (d.Decided() && !d.Refused())
 }
 
 func effectList(es []pagpolartest.Effect) string {

@@ -43,11 +43,11 @@ func (r *runner) step(index int, st Step) {
 	switch st.Do {
 	case DoPix, DoBoleto, DoCard, DoSubscribe, DoRefund, DoPlanChange:
 		op := opID(st.Do, st.Order, st.N)
-		id, key, err := r.call(ctx, c, st)
+		id, key, decision, err := r.call(ctx, c, st)
 		r.noteKey(op, key)
 		r.noteKey(op, keyOf(err))
 		r.keyFromStore(op)
-		r.report(Report{Step: index, OpID: op, Outcome: classify(err), EffectID: id, At: r.clock.Now(), Err: err})
+		r.report(Report{Step: index, OpID: op, Outcome: classify(err), EffectID: id, Decision: decision, At: r.clock.Now(), Err: err})
 	case DoResume:
 		op := opID(st.Of, st.Order, st.N)
 		if op == "" {
@@ -56,7 +56,7 @@ func (r *runner) step(index int, st Step) {
 		res, err := c.Resume(ctx, op)
 		if err == nil {
 			r.noteKey(op, res.Key)
-			r.report(Report{Step: index, OpID: op, Outcome: fromState(res.State), EffectID: res.Ref, At: r.clock.Now(), Err: res.Err})
+			r.report(Report{Step: index, OpID: op, Outcome: fromState(res.State), EffectID: res.Ref, Decision: res.Decision, At: r.clock.Now(), Err: res.Err})
 		}
 	case DoResumeAll:
 		r.resumeAll(ctx, c, index)
@@ -123,7 +123,7 @@ func (r *runner) resumeAll(ctx context.Context, c *pagpolar.Client, index int) {
 	res, _ := c.ResumeAll(ctx)
 	for _, rr := range res {
 		r.noteKey(rr.OperationID, rr.Key)
-		r.report(Report{Step: index, OpID: rr.OperationID, Outcome: fromState(rr.State), EffectID: rr.Ref, At: r.clock.Now(), Err: rr.Err})
+		r.report(Report{Step: index, OpID: rr.OperationID, Outcome: fromState(rr.State), EffectID: rr.Ref, Decision: rr.Decision, At: r.clock.Now(), Err: rr.Err})
 	}
 }
 
@@ -142,48 +142,48 @@ func (r *runner) webhooks(ctx context.Context, c *pagpolar.Client, index int, pi
 		res, _ := c.SettleFromWebhook(ctx, body)
 		for _, rr := range res {
 			r.noteKey(rr.OperationID, rr.Key)
-			r.report(Report{Step: index, OpID: rr.OperationID, Outcome: fromState(rr.State), EffectID: rr.Ref, At: r.clock.Now(), Err: rr.Err})
+			r.report(Report{Step: index, OpID: rr.OperationID, Outcome: fromState(rr.State), EffectID: rr.Ref, Decision: rr.Decision, At: r.clock.Now(), Err: rr.Err})
 		}
 	}
 }
 
-// call makes the step's money call and returns the effect's ID and the
-// operation's key from a success.
-func (r *runner) call(ctx context.Context, c *pagpolar.Client, st Step) (id, key string, err error) {
+// call makes the step's money call and returns, from a success, the
+// effect's ID, the operation's key and the decision the SDK reported.
+func (r *runner) call(ctx context.Context, c *pagpolar.Client, st Step) (id, key string, decision pagpolar.Decision, err error) {
 	ref := orderRef(st.Order)
 	switch st.Do {
 	case DoPix:
 		res, err := c.Payments.Pix(ctx, pagpolar.PixParams{OfferID: "offer-basic", ExternalReference: ref, Customer: customer})
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		return res.Sale.ID, res.Operation.Key, nil
+		return res.Sale.ID, res.Operation.Key, res.Sale.Decision, nil
 	case DoBoleto:
 		res, err := c.Payments.Boleto(ctx, pagpolar.BoletoParams{OfferID: "offer-premium", ExternalReference: ref, Customer: customer,
 			DueDate: time.Date(2027, 1, 10, 0, 0, 0, 0, time.UTC)})
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		return res.Sale.ID, res.Operation.Key, nil
+		return res.Sale.ID, res.Operation.Key, res.Sale.Decision, nil
 	case DoCard:
 		res, err := c.Payments.CreditCard(ctx, pagpolar.CreditCardParams{OfferID: "offer-basic", ExternalReference: ref, Customer: customer, CardToken: "tok_ok", Installments: 2})
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		return res.Sale.ID, res.Operation.Key, nil
+		return res.Sale.ID, res.Operation.Key, res.Sale.Decision, nil
 	case DoSubscribe:
 		res, err := c.Subscriptions.Subscribe(ctx, pagpolar.SubscribeParams{OfferID: "plan-basic", ExternalReference: ref, Customer: customer,
 			PaymentMethod: "credit_card", CardToken: "tok_ok"})
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		return res.Subscription.ID, res.Operation.Key, nil
+		return res.Subscription.ID, res.Operation.Key, res.Subscription.Decision, nil
 	case DoRefund:
 		res, err := c.Refunds.Create(ctx, pagpolar.RefundParams{OperationID: opID(DoRefund, 0, st.N), SaleID: r.saleID, Amount: refundAmount + 1000*int64(st.N)})
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		return res.Refund.ID, res.Operation.Key, nil
+		return res.Refund.ID, res.Operation.Key, res.Refund.Decision, nil
 	case DoPlanChange:
 		offer := "plan-pro"
 		if st.N%2 == 1 {
@@ -191,11 +191,11 @@ func (r *runner) call(ctx context.Context, c *pagpolar.Client, st Step) (id, key
 		}
 		res, err := c.Subscriptions.ChangePlan(ctx, pagpolar.ChangePlanParams{OperationID: opID(DoPlanChange, 0, st.N), SubscriptionID: r.subID, NewOfferID: offer})
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
-		return res.PlanChange.ID, res.Operation.Key, nil
+		return res.PlanChange.ID, res.Operation.Key, res.PlanChange.Decision, nil
 	}
-	return "", "", nil
+	return "", "", "", nil
 }
 
 // finish lets every held request end, settles what is open with a fresh
