@@ -446,7 +446,7 @@ func (e *exec) dropBrokenFloor() {
 		}
 		return
 	}
-	if ceiling, ok := c.srvClock.freshCeiling(c.clock.Now()); ok && !floorHolds(e.meta.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
+	if ceiling, ok := c.srvClock.freshCeilingNow(c.clock.Now); ok && !floorHolds(e.meta.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
 		e.meta.FloorOK = false
 	}
 }

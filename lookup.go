@@ -100,14 +100,14 @@ func (c *Client) facts(kind string, m opMeta, claimed map[string]bool) opFacts {
 	if m.FloorOK && !c.srvClock.off() {
 		// FloorOK is what the writer knew; whether the floor still holds
 		// is re-checked on this process's own reading of the API's clock.
-		ceiling, ok := c.srvClock.ceiling(c.clock.Now())
+		ceiling, ok := c.srvClock.ceilingNow(c.clock.Now)
 		if floorHolds(m.exclusionFloor(), ceiling, ok, c.policy.ServerClockTolerance) {
 			f.floor = m.exclusionFloor()
 		}
 		// Broken only by an answer no cache serves again: a list's
 		// copies carry old Dates and would strip a sound floor, leaving
 		// the operation's own effect unclear for good.
-		if fc, ok := c.srvClock.freshCeiling(c.clock.Now()); ok && !floorHolds(m.exclusionFloor(), fc, ok, c.policy.ServerClockTolerance) {
+		if fc, ok := c.srvClock.freshCeilingNow(c.clock.Now); ok && !floorHolds(m.exclusionFloor(), fc, ok, c.policy.ServerClockTolerance) {
 			f.floorBroken = true
 		}
 	}

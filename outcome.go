@@ -38,7 +38,7 @@ func (e *exec) onSuccess(ctx context.Context, r *response, src Source) (*settled
 	switch a {
 	case attrOurs:
 		if src == SourceResponse && eff.createdSt == wire.Read && !e.meta.Floor.IsZero() {
-			ceiling, _ := e.c.srvClock.ceiling(c.clock.Now())
+			ceiling, _ := e.c.srvClock.ceilingNow(c.clock.Now)
 			if e.c.srvClock.check(eff.Created, eff.CreatedRes, e.meta.Floor, ceiling, e.c.policy.ServerClockTolerance) {
 				c.log.WarnContext(ctx, "pagpolar: the API's creation times disagree with its Date headers by more than ServerClockTolerance; effects are no longer excluded by time",
 					"created_at", eff.Created, "first_send_at_least", e.meta.Floor, "answer_read_at_most", ceiling)

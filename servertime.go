@@ -314,6 +314,17 @@ func (s *serverClock) ceiling(now time.Time) (time.Time, bool) {
 	return s.ceilingLocked(now)
 }
 
+// ceilingNow is ceiling at the client time now() reads under the lock.
+// Read before it, "now" can be older than samples other goroutines add
+// while this one waits for the lock, and a sample newer than now bounds
+// nothing then (medianUpper leaves it out): with every sample that new,
+// the ceiling would say there is no reading at all.
+func (s *serverClock) ceilingNow(now func() time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ceilingLocked(now())
+}
+
 // freshCeiling is an upper bound of the API's clock at client time now
 // from the latest answer no cache serves again (a POST's): what tells a
 // step back of the API's clock from a stored copy's old Date, which a GET's
@@ -321,6 +332,18 @@ func (s *serverClock) ceiling(now time.Time) (time.Time, bool) {
 func (s *serverClock) freshCeiling(now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.freshCeilingLocked(now)
+}
+
+// freshCeilingNow is freshCeiling at the client time now() reads under the
+// lock (see ceilingNow): the latest fresh reading is never newer than it.
+func (s *serverClock) freshCeilingNow(now func() time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freshCeilingLocked(now())
+}
+
+func (s *serverClock) freshCeilingLocked(now time.Time) (time.Time, bool) {
 	if !s.freshOK {
 		return time.Time{}, false
 	}
