@@ -455,11 +455,7 @@ func (c *Client) sendWith(ctx context.Context, token, method string, u *url.URL,
 // observeDate gives the API's clock estimator the Date of one of the API's
 // own answers to a request sent at sentAt.
 func (c *Client) observeDate(h http.Header, method string, sentAt time.Time, replayed bool) {
-	now := c.clock.Now()
-	c.srvClock.observe(h, sentAt, now, c.policy.ServerClockTolerance)
-	if method != http.MethodGet && !replayed {
-		c.srvClock.observeUncached(h, sentAt, now)
-	}
+	c.srvClock.observeAnswer(h, sentAt, c.clock.Now, c.policy.ServerClockTolerance, method != http.MethodGet && !replayed)
 }
 
 // apiError builds the typed error of a non-2xx response. token is the one

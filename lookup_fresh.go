@@ -82,25 +82,26 @@ type dateProof struct {
 	recorded time.Time
 }
 
-func (c *Client) dateProofAt(sent time.Time) dateProof {
+// dateProofNow is what the API's clock is known to be now (dateFloor and
+// proofCeiling at one client time, read under the estimator's lock), and
+// that client time: the moment a read is sent at.
+func (c *Client) dateProofNow() (time.Time, dateProof) {
 	p := dateProof{tol: c.policy.ServerClockTolerance}
-	p.floor, p.floorOK = c.srvClock.dateFloor(sent)
-	p.ceil, p.ceilOK = c.srvClock.proofCeiling(sent)
-	return p
+	var sent time.Time
+	sent, p.floor, p.floorOK, p.ceil, p.ceilOK = c.srvClock.proofBoundsNow(c.clock.Now)
+	return sent, p
 }
 
 // proofForRead is what the API's clock is known to be as a read is sent
-// (dateProofAt, with the record's proveBy), and the client time it is
+// (dateProofNow, with the record's proveBy), and the client time it is
 // sent at. It probes the clock first (probeClock) when the read could not
 // tell a stored copy otherwise (needsProbe).
 func (c *Client) proofForRead(ctx context.Context, notBefore, proveBy time.Time) (time.Time, dateProof) {
-	sent := c.clock.Now()
-	proof := c.dateProofAt(sent)
+	sent, proof := c.dateProofNow()
 	proof.recorded = proveBy
 	if needsProbe(proof, sent, notBefore) {
 		c.probeClock(ctx)
-		sent = c.clock.Now()
-		proof = c.dateProofAt(sent)
+		sent, proof = c.dateProofNow()
 		proof.recorded = proveBy
 	}
 	return sent, proof

@@ -78,6 +78,16 @@ const (
 // time sent and read at client time now. A Date more than tol past the
 // upper bound of the earlier answers withdraws the validation (stepped).
 func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Duration) {
+	s.observeAnswer(h, sent, func() time.Time { return now }, tol, false)
+}
+
+// observeAnswer is observe, and for an answer no cache serves again
+// (uncached) observeUncached too, at the client time now() reads under the
+// estimator's lock. Read before it, two answers could be recorded out of
+// order: the older one, taken after a newer, would look read before the
+// highest bound and replace it (a stored copy's old Date as the floor
+// dateFloor tells copies by, and a sample that proves lists current).
+func (s *serverClock) observeAnswer(h http.Header, sent time.Time, now func() time.Time, tol time.Duration, uncached bool) {
 	v := h.Get("Date")
 	if v == "" {
 		return
@@ -86,12 +96,17 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 	if err != nil {
 		return
 	}
-	rtt := now.Sub(sent)
-	if rtt < 0 {
-		rtt = 0
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t := now()
+	s.observeLocked(d, sent, t, tol)
+	if uncached {
+		s.fresh, s.freshOK = clockSample{date: d, at: t, rtt: max(t.Sub(sent), 0)}, true
+	}
+}
+
+func (s *serverClock) observeLocked(d, sent, now time.Time, tol time.Duration) {
+	rtt := max(now.Sub(sent), 0)
 	if s.freshOK && freshContradicted(s.fresh, d, now, tol) {
 		// This answer's clock is ahead of everything the fresh reading
 		// allows: the reading no longer bounds the API's clock (a clock
@@ -278,6 +293,45 @@ func (s *serverClock) proofCeiling(now time.Time) (time.Time, bool) {
 	return medianUpper(s.proof[:s.pn], now, hi)
 }
 
+// proofCeilingFrom is proofCeiling at client time from, or at the latest
+// client time a reading was taken at if that is later: a bound for a
+// moment after from (proveBy's), never one for a moment before it. At from
+// itself, a caller that read from before the lock could find every proof
+// sample added meanwhile newer than it, and the ceiling would say there is
+// none (ceilingNow).
+func (s *serverClock) proofCeilingFrom(from time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := from
+	if s.hiAt.After(t) {
+		t = s.hiAt
+	}
+	for _, sm := range s.proof[:s.pn] {
+		if sm.at.After(t) {
+			t = sm.at
+		}
+	}
+	hi, _ := s.dateFloorLocked(t)
+	return medianUpper(s.proof[:s.pn], t, hi)
+}
+
+// proofBoundsNow is dateFloor and proofCeiling at one client time, read
+// under the lock and returned with them: read before it, a highest bound
+// recorded meanwhile would look read after "now" and give no floor (and
+// leave the ceiling unfiltered), and a stored copy would pass for current.
+func (s *serverClock) proofBoundsNow(now func() time.Time) (t, floor time.Time, floorOK bool, ceil time.Time, ceilOK bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t = now()
+	floor, floorOK = s.dateFloorLocked(t)
+	hi := time.Time{}
+	if floorOK {
+		hi = floor
+	}
+	ceil, ceilOK = medianUpper(s.proof[:s.pn], t, hi)
+	return t, floor, floorOK, ceil, ceilOK
+}
+
 func (s *serverClock) lowerLocked(now time.Time) (time.Time, bool) {
 	var bounds [sampleCount]time.Time
 	n := 0
@@ -325,18 +379,13 @@ func (s *serverClock) ceilingNow(now func() time.Time) (time.Time, bool) {
 	return s.ceilingLocked(now())
 }
 
-// freshCeiling is an upper bound of the API's clock at client time now
+// freshCeilingNow is an upper bound of the API's clock at client time now
 // from the latest answer no cache serves again (a POST's): what tells a
 // step back of the API's clock from a stored copy's old Date, which a GET's
 // answer cannot; false without one.
-func (s *serverClock) freshCeiling(now time.Time) (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.freshCeilingLocked(now)
-}
-
-// freshCeilingNow is freshCeiling at the client time now() reads under the
-// lock (see ceilingNow): the latest fresh reading is never newer than it.
+//
+// It reads the client time now() under the lock (see ceilingNow): the
+// latest fresh reading is never newer than it.
 func (s *serverClock) freshCeilingNow(now func() time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -49,3 +49,93 @@ func TestServerClock_CeilingNeverMissesSamplesReadMeanwhile(t *testing.T) {
 		t.Fatalf("%d of 40000 ceilings found no reading while answers kept coming", misses)
 	}
 }
+
+// Two answers read by two workers at once must be recorded in the order
+// they were read. Timed before the estimator's lock, the older one could
+// be recorded second and look read before the highest bound: whatever
+// its Date, it replaced that bound — a stored copy's old Date (a cache
+// that sends no Age) as the floor stored copies are told by, and a
+// snapshot that copy made passed for current (a false "not found"). The
+// client time is read under the lock (observeAnswer), and the floor never
+// moves back.
+func TestServerClock_AnswersReadAtOnceNeverDragTheFloorBack(t *testing.T) {
+	var sc serverClock
+	tol := 2 * time.Second
+	start := time.Now()
+	h := http.Header{"Date": {start.UTC().Format(http.TimeFormat)}}
+	sc.observeAnswer(h, start, time.Now, tol, true)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var k atomic.Int64
+	for i := range 8 {
+		wg.Go(func() {
+			for !stop.Load() {
+				// Fresh answers each a second ahead of the last (a clock
+				// running fast, so that each raises the highest bound),
+				// and copies a cache kept from the start.
+				d := start
+				if i%2 == 0 {
+					d = start.Add(time.Duration(k.Add(1)) * time.Second)
+				}
+				h := http.Header{"Date": {d.UTC().Format(http.TimeFormat)}}
+				sc.observeAnswer(h, time.Now(), time.Now, tol, false)
+			}
+		})
+	}
+	back := 0
+	var prev time.Time
+	for range 200000 {
+		_, floor, ok, _, _ := sc.proofBoundsNow(time.Now)
+		if ok && floor.Before(prev.Add(-time.Second)) {
+			back++
+		}
+		if ok {
+			prev = floor
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if back > 0 {
+		t.Fatalf("the floor moved back %d times in 200000 readings: an older answer, recorded after a newer one, replaced its bound", back)
+	}
+}
+
+// The floor and ceiling a read is judged by are taken at one client time
+// under the lock (proofBoundsNow): taken at a time read before it, a
+// bound recorded meanwhile looked read after "now" and gave no floor at
+// all, and a snapshot read then could not tell a stored copy.
+func TestServerClock_ProofBoundsNeverMissAnswersReadMeanwhile(t *testing.T) {
+	var sc serverClock
+	tol := 2 * time.Second
+	start := time.Now()
+	h := http.Header{"Date": {start.UTC().Format(http.TimeFormat)}}
+	sc.observeAnswer(h, start, time.Now, tol, true)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var k atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for !stop.Load() {
+				// Each answer a second ahead of the last (a clock running
+				// fast), so that each one raises the highest bound.
+				d := start.Add(time.Duration(k.Add(1)) * time.Second)
+				h := http.Header{"Date": {d.UTC().Format(http.TimeFormat)}}
+				sc.observeAnswer(h, time.Now(), time.Now, tol, false)
+			}
+		})
+	}
+	misses := 0
+	for range 200000 {
+		if _, _, floorOK, _, ceilOK := sc.proofBoundsNow(time.Now); !floorOK || !ceilOK {
+			misses++
+		}
+		if _, ok := sc.proofCeilingFrom(time.Now()); !ok {
+			misses++
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if misses > 0 {
+		t.Fatalf("%d of 400000 proof bounds found no reading while answers kept coming", misses)
+	}
+}
