@@ -195,6 +195,20 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 			lastSent[r.Key] = r.At
 		}
 	}
+	// A success reported refused (declined, failed) tells the caller that
+	// nothing was charged and a new operation may try: false while an
+	// effect of the operation took effect, unless a request sent after
+	// the call returned made it.
+	refusedWhileCharged := func(r Report) {
+		if !r.Decision.Refused() {
+			return
+		}
+		for _, e := range successful(r.OpID) {
+			if !e.CreatedAt.After(r.At) || !lastSent[tr.Keys[r.OpID]].After(r.At) {
+				add(r.OpID, "step %d said succeeded refused (decision %q) while its effect %s %s (%s) took effect", r.Step, r.Decision, e.Kind, e.ID, e.Status)
+			}
+		}
+	}
 	for _, r := range reports { // 3, 4
 		key := tr.Keys[r.OpID]
 		switch r.Outcome {
@@ -203,6 +217,7 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 				if len(successful(r.OpID)) == 0 {
 					add(r.OpID, "step %d said succeeded (%v), but no successful effect exists", r.Step, r.Err)
 				}
+				refusedWhileCharged(r)
 				continue
 			}
 			var found *pagpolartest.Effect
@@ -221,6 +236,7 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 			case !found.Successful && claimsDecision(r.Decision):
 				add(r.OpID, "step %d said succeeded with %s (decision %q), whose status %s did not take effect", r.Step, r.EffectID, r.Decision, found.Status)
 			}
+			refusedWhileCharged(r)
 		case Failed, NotExecuted:
 			for _, e := range successful(r.OpID) {
 				// An effect made later by a request sent after the call
@@ -237,10 +253,17 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 		switch fromState(rec.State) {
 		case Succeeded:
 			d := pagpolar.DecisionOfResult(rec.Result)
-			if len(s) == 0 && (claimsDecision(d) || len(byOp[op]) == 0) {
+			switch o := ownerOf[rec.ResultRef]; {
+			case len(s) == 0 && (claimsDecision(d) || len(byOp[op]) == 0):
 				add(op, "the store says succeeded (%s, decision %q), the ledger has no successful effect (%s)", rec.ResultRef, d, effectList(byOp[op]))
-			} else if o := ownerOf[rec.ResultRef]; rec.ResultRef != "" && o != "" && o != op {
+			case rec.ResultRef != "" && o != "" && o != op:
 				add(op, "the store says succeeded with %s, an effect of %s (this operation's: %s)", rec.ResultRef, o, effectList(s))
+			case len(s) == 0 && rec.ResultRef != "" && !names(byOp[op], rec.ResultRef):
+				// Undecided: it claims only that its effect exists, and
+				// the one it names must be this operation's.
+				add(op, "the store says succeeded undecided with %s, not an effect of this operation (%s)", rec.ResultRef, effectList(byOp[op]))
+			case d.Refused() && len(s) > 0:
+				add(op, "the store says succeeded refused (decision %q, %s) while the ledger has %s", d, rec.ResultRef, effectList(s))
 			}
 		case Failed, NotExecuted:
 			if len(s) > 0 {
@@ -258,6 +281,17 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 // success reported with no decision at all claims it took effect.
 func claimsDecision(d pagpolar.Decision) bool {
 	return d == "" || (d.Decided() && !d.Refused())
+}
+
+// names reports whether ref is one of the effects es or the subscription
+// one of them belongs to (a plan change settled from its subscription).
+func names(es []pagpolartest.Effect, ref string) bool {
+	for _, e := range es {
+		if e.ID == ref || e.SubscriptionID == ref {
+			return true
+		}
+	}
+	return false
 }
 
 func effectList(es []pagpolartest.Effect) string {

@@ -249,8 +249,22 @@ func (r *runner) batch(first int, steps []Step) {
 	// one of several concurrent steps on one reference may meet another's
 	// request: a documented exposure drawn for one exposes them all.
 	exposedRefs := map[string]bool{}
+	// A step of the API's clock back run beside a call may land between
+	// the call's last reading of the clock and its commit: the call is
+	// then made as if sent after the step.
+	r.mu.Lock()
+	off, maxOff := r.apiOff, r.apiMaxOff
+	r.mu.Unlock()
+	stepsBack := false
 	for _, st := range steps {
-		if r.inject(st) {
+		if st.Do == DoAPIStep {
+			off += st.Advance
+			maxOff = max(maxOff, off)
+			stepsBack = stepsBack || maxOff-off > exclusionMargin
+		}
+	}
+	for _, st := range steps {
+		if r.inject(st, stepsBack) {
 			_, _, ref, _ := r.routes(st)
 			exposedRefs[ref] = true
 		}
@@ -300,7 +314,7 @@ func (r *runner) routes(st Step) (money, read, ref string, ans Answers) {
 
 // inject arms a step's faults and reports whether one of them is a
 // documented exposure.
-func (r *runner) inject(st Step) (exposed bool) {
+func (r *runner) inject(st Step, stepsBack bool) (exposed bool) {
 	if !st.Do.isCall() {
 		return false
 	}
@@ -348,16 +362,19 @@ func (r *runner) inject(st Step) (exposed bool) {
 		r.mu.Unlock()
 	}
 	r.mu.Lock()
-	behind := r.apiMaxOff-r.apiOff > exclusionMargin
+	behind := r.apiMaxOff-r.apiOff > exclusionMargin || stepsBack
 	r.mu.Unlock()
 	if behind && st.GiveUp && len(st.Faults) > 0 && !st.Faults[0].Read &&
 		(st.Faults[0].Action == pagpolartest.FaultCommitThenDrop || st.Faults[0].Action == pagpolartest.FaultCommitDropRelease) {
 		// Open (README's limits): the API's clock stepped back by more
 		// than the exclusion margin, the answer is lost and the caller
 		// gives up before any lookup, and the clock may step forward
-		// again before the next: no answer ever showed this process the
-		// step, and the floor it recorded excludes the operation's own
-		// effect (TestScenario_UnseenAPIClockStepBackIsTheOpenExposure).
+		// again before the next, or a fresh process reads the record once
+		// the clock, still behind, has passed the floor: no answer showed
+		// a process that holds the floor the step, and the floor excludes
+		// the operation's own effect
+		// (TestScenario_UnseenAPIClockStepBackIsTheOpenExposure, and
+		// ...DuringTheSend for a step beside the call).
 		r.mu.Lock()
 		r.exposed[op] = true
 		r.mu.Unlock()
