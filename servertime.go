@@ -293,23 +293,20 @@ func (s *serverClock) proofCeiling(now time.Time) (time.Time, bool) {
 	return medianUpper(s.proof[:s.pn], now, hi)
 }
 
-// proofCeilingFrom is proofCeiling at client time from, or at the latest
-// client time a reading was taken at if that is later: a bound for a
-// moment after from (proveBy's), never one for a moment before it. At from
-// itself, a caller that read from before the lock could find every proof
-// sample added meanwhile newer than it, and the ceiling would say there is
-// none (ceilingNow).
-func (s *serverClock) proofCeilingFrom(from time.Time) (time.Time, bool) {
+// proofCeilingFrom is proofCeiling at the client time now() reads under
+// the lock, or at from if that is later: a bound for a moment at or after
+// from (proveBy's), never one for a moment before it. At from itself, a
+// caller that read from before the lock could find every proof sample
+// added meanwhile newer than it, and the ceiling would say there is none
+// (ceilingNow). The time is the clock's, not a sample's: after the
+// client's clock stepped back, a sample's time is not "now", and a bound
+// taken there would be for a moment before the one it must prove.
+func (s *serverClock) proofCeilingFrom(from time.Time, now func() time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := from
-	if s.hiAt.After(t) {
-		t = s.hiAt
-	}
-	for _, sm := range s.proof[:s.pn] {
-		if sm.at.After(t) {
-			t = sm.at
-		}
+	t := now()
+	if t.Before(from) {
+		t = from
 	}
 	hi, _ := s.dateFloorLocked(t)
 	return medianUpper(s.proof[:s.pn], t, hi)

@@ -129,7 +129,7 @@ func TestServerClock_ProofBoundsNeverMissAnswersReadMeanwhile(t *testing.T) {
 		if _, _, floorOK, _, ceilOK := sc.proofBoundsNow(time.Now); !floorOK || !ceilOK {
 			misses++
 		}
-		if _, ok := sc.proofCeilingFrom(time.Now()); !ok {
+		if _, ok := sc.proofCeilingFrom(time.Now(), time.Now); !ok {
 			misses++
 		}
 	}
@@ -137,5 +137,24 @@ func TestServerClock_ProofBoundsNeverMissAnswersReadMeanwhile(t *testing.T) {
 	wg.Wait()
 	if misses > 0 {
 		t.Fatalf("%d of 400000 proof bounds found no reading while answers kept coming", misses)
+	}
+}
+
+// After the client's clock steps back, every reading looks taken after
+// "now". The Date a list must carry to prove it postdates a trust moment
+// (proveBy) is then unknown, never the bound at the last reading's time:
+// that bound is for a moment before the one it must prove (here an hour
+// before), and a list made in between would pass for current.
+func TestServerClock_ProofCeilingAfterTheClientClockSteppedBackIsNone(t *testing.T) {
+	var sc serverClock
+	read := time.Now()
+	h := http.Header{"Date": {read.UTC().Format(http.TimeFormat)}}
+	sc.observeAnswer(h, read, func() time.Time { return read }, 2*time.Second, true)
+	back := read.Add(-time.Hour)
+	if c, ok := sc.proofCeilingFrom(back, func() time.Time { return back }); ok {
+		t.Fatalf("ceiling %s from a reading an hour after now: want none", c)
+	}
+	if _, ok := sc.proofCeilingFrom(read, func() time.Time { return read }); !ok {
+		t.Fatal("no ceiling at the reading's own time")
 	}
 }

@@ -30,7 +30,7 @@ func (e *exec) trustFrom(now time.Time, d time.Duration) {
 // of the API's clock then (proofCeiling carried by d, drift added either
 // way), plus ServerClockTolerance; zero without an upper bound.
 func (c *Client) proveBy(now time.Time, d time.Duration) time.Time {
-	ceil, ok := c.srvClock.proofCeilingFrom(now)
+	ceil, ok := c.srvClock.proofCeilingFrom(now, c.clock.Now)
 	if !ok {
 		return time.Time{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pagpolar/pagpolar-go"
@@ -284,10 +285,12 @@ func claimsDecision(d pagpolar.Decision) bool {
 }
 
 // names reports whether ref is one of the effects es or the subscription
-// one of them belongs to (a plan change settled from its subscription).
+// one of them belongs to (a plan change settled from its subscription
+// names it, bare or as "subscription <id> on <offer>" when the change has
+// no identifier of its own).
 func names(es []pagpolartest.Effect, ref string) bool {
 	for _, e := range es {
-		if e.ID == ref || e.SubscriptionID == ref {
+		if e.ID == ref || e.SubscriptionID != "" && (e.SubscriptionID == ref || strings.HasPrefix(ref, "subscription "+e.SubscriptionID+" on ")) {
 			return true
 		}
 	}

@@ -27,7 +27,7 @@ func sent(key string, at time.Duration) pagpolartest.RequestLog {
 // Each invariant of Check, with a ledger and reports that keep it and
 // ones that break it.
 func TestCheck_Invariants(t *testing.T) {
-	keys := map[string]string{"pix:1001": "k1"}
+	keys := map[string]string{"pix:1001": "k1", "plan-change-9002-1": "k2"}
 	cases := []struct {
 		name    string
 		ledger  pagpolartest.Ledger
@@ -71,6 +71,10 @@ func TestCheck_Invariants(t *testing.T) {
 			final: map[string]keystore.Record{"pix:1001": {State: keystore.StateSucceeded, ResultRef: "s1", Result: []byte(`{"id":"s1","decision":"declined"}`)}}, want: "refused"},
 		{name: "store says succeeded undecided, naming no effect of the operation", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "declined", 0)}},
 			final: map[string]keystore.Record{"pix:1001": {State: keystore.StateSucceeded, ResultRef: "s9", Result: []byte(`{"id":"s9","decision":"pending"}`)}}, want: "not an effect of this operation"},
+		{name: "store says succeeded undecided, naming its plan change's subscription", ledger: pagpolartest.Ledger{PlanChanges: []pagpolartest.LedgerPlanChange{{PlanChange: wire.PlanChange{ID: "pc1", SubscriptionID: "sub1", Status: "rejected"}, CredentialID: "cred", Key: "k2", CreatedAt: t0}}},
+			final: map[string]keystore.Record{"plan-change-9002-1": {State: keystore.StateSucceeded, ResultRef: "subscription sub1 on offer-pro", Result: []byte(`{"decision":"scheduled"}`)}}},
+		{name: "store says succeeded undecided, naming another subscription", ledger: pagpolartest.Ledger{PlanChanges: []pagpolartest.LedgerPlanChange{{PlanChange: wire.PlanChange{ID: "pc1", SubscriptionID: "sub1", Status: "rejected"}, CredentialID: "cred", Key: "k2", CreatedAt: t0}}},
+			final: map[string]keystore.Record{"plan-change-9002-1": {State: keystore.StateSucceeded, ResultRef: "subscription sub2 on offer-pro", Result: []byte(`{"decision":"scheduled"}`)}}, want: "not an effect of this operation"},
 		{name: "success without an effect", reports: []Report{{Step: 1, OpID: "pix:1001", Outcome: Succeeded, EffectID: "s1", At: t0}},
 			want: "not an effect of this operation"},
 		{name: "failed while the effect exists", ledger: pagpolartest.Ledger{Sales: []pagpolartest.LedgerSale{sale("s1", "k1", "pending", 0)}, Requests: []pagpolartest.RequestLog{sent("k1", 0)}},

@@ -364,7 +364,7 @@ func (r *runner) inject(st Step, stepsBack bool) (exposed bool) {
 	r.mu.Lock()
 	behind := r.apiMaxOff-r.apiOff > exclusionMargin || stepsBack
 	r.mu.Unlock()
-	if behind && st.GiveUp && len(st.Faults) > 0 && !st.Faults[0].Read &&
+	if behind && st.Do.chargesByReference() && st.GiveUp && len(st.Faults) > 0 && !st.Faults[0].Read &&
 		(st.Faults[0].Action == pagpolartest.FaultCommitThenDrop || st.Faults[0].Action == pagpolartest.FaultCommitDropRelease) {
 		// Open (README's limits): the API's clock stepped back by more
 		// than the exclusion margin, the answer is lost and the caller

@@ -242,6 +242,13 @@ func (a Action) String() string {
 // isCall reports whether the action calls a money method of the SDK.
 func (a Action) isCall() bool { return a <= DoPlanChange }
 
+// chargesByReference reports whether the action's effect is found by the
+// order's reference, and can be excluded by time (a charge or a
+// subscription), not by a snapshot of identifiers (refunds, plan changes).
+func (a Action) chargesByReference() bool {
+	return a == DoPix || a == DoBoleto || a == DoCard || a == DoSubscribe
+}
+
 // GoString prints the scenario as Go source for a regression test.
 func (s Scenario) GoString() string {
 	type plain Scenario // without the method, or %#v would call it again
