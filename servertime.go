@@ -81,9 +81,9 @@ func (s *serverClock) observe(h http.Header, sent, now time.Time, tol time.Durat
 	s.observeAnswer(h, sent, func() time.Time { return now }, tol, false)
 }
 
-// observeAnswer is observe, and for an answer no cache serves again
-// (uncached) observeUncached too, at the client time now() reads under the
-// estimator's lock. Read before it, two answers could be recorded out of
+// observeAnswer is observe at the client time now() reads under the
+// estimator's lock; an answer no cache serves again (uncached: a POST's,
+// not a replay) also becomes the latest fresh reading (mayReach). Read before it, two answers could be recorded out of
 // order: the older one, taken after a newer, would look read before the
 // highest bound and replace it (a stored copy's old Date as the floor
 // dateFloor tells copies by, and a sample that proves lists current).
@@ -171,20 +171,6 @@ func (s *serverClock) observeLocked(d, sent, now time.Time, tol time.Duration) {
 	}
 }
 
-// observeUncached records the Date of an answer no cache can have served
-// again (noted by the caller: an answer to a POST that is not a replay) as
-// the latest fresh reading of the API's clock (mayReach). It changes no
-// bound: observe is called for the same answer.
-func (s *serverClock) observeUncached(h http.Header, sent, now time.Time) {
-	d, err := http.ParseTime(h.Get("Date"))
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fresh, s.freshOK = clockSample{date: d, at: now, rtt: max(now.Sub(sent), 0)}, true
-}
-
 // freshContradicted reports whether an answer read at client time now,
 // after the fresh reading f, carries a Date d more than tol past the upper
 // bound f gives of the API's clock then (Date + 1 s + round trip, carried
@@ -200,7 +186,7 @@ func freshContradicted(f clockSample, d, now time.Time, tol time.Duration) bool 
 }
 
 // mayReach reports whether the API's clock may show target by client time
-// until, by the latest fresh reading (observeUncached); see reachable.
+// until, by the latest fresh reading (observeAnswer); see reachable.
 func (s *serverClock) mayReach(target, now, until time.Time, tol time.Duration) bool {
 	s.mu.Lock()
 	f, ok := s.fresh, s.freshOK
@@ -289,6 +275,10 @@ func (s *serverClock) dateFloorLocked(now time.Time) (time.Time, bool) {
 func (s *serverClock) proofCeiling(now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.proofCeilingLocked(now)
+}
+
+func (s *serverClock) proofCeilingLocked(now time.Time) (time.Time, bool) {
 	hi, _ := s.dateFloorLocked(now) // zero without one: nothing left out
 	return medianUpper(s.proof[:s.pn], now, hi)
 }
@@ -308,8 +298,7 @@ func (s *serverClock) proofCeilingFrom(from time.Time, now func() time.Time) (ti
 	if t.Before(from) {
 		t = from
 	}
-	hi, _ := s.dateFloorLocked(t)
-	return medianUpper(s.proof[:s.pn], t, hi)
+	return s.proofCeilingLocked(t)
 }
 
 // proofBoundsNow is dateFloor and proofCeiling at one client time, read
@@ -321,11 +310,7 @@ func (s *serverClock) proofBoundsNow(now func() time.Time) (t, floor time.Time, 
 	defer s.mu.Unlock()
 	t = now()
 	floor, floorOK = s.dateFloorLocked(t)
-	hi := time.Time{}
-	if floorOK {
-		hi = floor
-	}
-	ceil, ceilOK = medianUpper(s.proof[:s.pn], t, hi)
+	ceil, ceilOK = s.proofCeilingLocked(t)
 	return t, floor, floorOK, ceil, ceilOK
 }
 

@@ -8,6 +8,28 @@ import (
 	"time"
 )
 
+const raceTol = 2 * time.Second
+
+// dated is a header whose Date is d.
+func dated(d time.Time) http.Header {
+	return http.Header{"Date": {d.UTC().Format(http.TimeFormat)}}
+}
+
+// answering starts 8 workers that record answers (answer(i), i the
+// worker's number) until the returned stop is called; stop waits for them.
+func answering(answer func(i int)) (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for !done.Load() {
+				answer(i)
+			}
+		})
+	}
+	return func() { done.Store(true); wg.Wait() }
+}
+
 // A reader of the API's clock that takes the client's time before the
 // estimator's lock may find, once it holds the lock, every sample newer
 // than its own "now" (answers to other workers, read meanwhile): the
@@ -18,22 +40,10 @@ import (
 // time under the lock, so a sample is never newer than it.
 func TestServerClock_CeilingNeverMissesSamplesReadMeanwhile(t *testing.T) {
 	var sc serverClock
-	h := http.Header{"Date": {time.Now().UTC().Format(http.TimeFormat)}}
-	now := time.Now()
-	sc.observe(h, now, now, 2*time.Second)
-	sc.observeUncached(h, now, now)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for !stop.Load() {
-				n := time.Now()
-				h := http.Header{"Date": {n.UTC().Format(http.TimeFormat)}}
-				sc.observe(h, n.Add(-time.Millisecond), n, 2*time.Second)
-				sc.observeUncached(h, n.Add(-time.Millisecond), n)
-			}
-		})
-	}
+	sc.observeAnswer(dated(time.Now()), time.Now(), time.Now, raceTol, true)
+	stop := answering(func(int) {
+		sc.observeAnswer(dated(time.Now()), time.Now().Add(-time.Millisecond), time.Now, raceTol, true)
+	})
 	misses := 0
 	for range 20000 {
 		if _, ok := sc.ceilingNow(time.Now); !ok {
@@ -43,8 +53,7 @@ func TestServerClock_CeilingNeverMissesSamplesReadMeanwhile(t *testing.T) {
 			misses++
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	if misses > 0 {
 		t.Fatalf("%d of 40000 ceilings found no reading while answers kept coming", misses)
 	}
@@ -60,28 +69,19 @@ func TestServerClock_CeilingNeverMissesSamplesReadMeanwhile(t *testing.T) {
 // moves back.
 func TestServerClock_AnswersReadAtOnceNeverDragTheFloorBack(t *testing.T) {
 	var sc serverClock
-	tol := 2 * time.Second
 	start := time.Now()
-	h := http.Header{"Date": {start.UTC().Format(http.TimeFormat)}}
-	sc.observeAnswer(h, start, time.Now, tol, true)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
+	sc.observeAnswer(dated(start), start, time.Now, raceTol, true)
 	var k atomic.Int64
-	for i := range 8 {
-		wg.Go(func() {
-			for !stop.Load() {
-				// Fresh answers each a second ahead of the last (a clock
-				// running fast, so that each raises the highest bound),
-				// and copies a cache kept from the start.
-				d := start
-				if i%2 == 0 {
-					d = start.Add(time.Duration(k.Add(1)) * time.Second)
-				}
-				h := http.Header{"Date": {d.UTC().Format(http.TimeFormat)}}
-				sc.observeAnswer(h, time.Now(), time.Now, tol, false)
-			}
-		})
-	}
+	stop := answering(func(i int) {
+		// Fresh answers each a second ahead of the last (a clock running
+		// fast, so that each raises the highest bound), and copies a
+		// cache kept from the start.
+		d := start
+		if i%2 == 0 {
+			d = start.Add(time.Duration(k.Add(1)) * time.Second)
+		}
+		sc.observeAnswer(dated(d), time.Now(), time.Now, raceTol, false)
+	})
 	back := 0
 	var prev time.Time
 	for range 200000 {
@@ -93,8 +93,7 @@ func TestServerClock_AnswersReadAtOnceNeverDragTheFloorBack(t *testing.T) {
 			prev = floor
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	if back > 0 {
 		t.Fatalf("the floor moved back %d times in 200000 readings: an older answer, recorded after a newer one, replaced its bound", back)
 	}
@@ -106,24 +105,14 @@ func TestServerClock_AnswersReadAtOnceNeverDragTheFloorBack(t *testing.T) {
 // all, and a snapshot read then could not tell a stored copy.
 func TestServerClock_ProofBoundsNeverMissAnswersReadMeanwhile(t *testing.T) {
 	var sc serverClock
-	tol := 2 * time.Second
 	start := time.Now()
-	h := http.Header{"Date": {start.UTC().Format(http.TimeFormat)}}
-	sc.observeAnswer(h, start, time.Now, tol, true)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
+	sc.observeAnswer(dated(start), start, time.Now, raceTol, true)
 	var k atomic.Int64
-	for range 8 {
-		wg.Go(func() {
-			for !stop.Load() {
-				// Each answer a second ahead of the last (a clock running
-				// fast), so that each one raises the highest bound.
-				d := start.Add(time.Duration(k.Add(1)) * time.Second)
-				h := http.Header{"Date": {d.UTC().Format(http.TimeFormat)}}
-				sc.observeAnswer(h, time.Now(), time.Now, tol, false)
-			}
-		})
-	}
+	stop := answering(func(int) {
+		// Each answer a second ahead of the last (a clock running fast),
+		// so that each one raises the highest bound.
+		sc.observeAnswer(dated(start.Add(time.Duration(k.Add(1))*time.Second)), time.Now(), time.Now, raceTol, false)
+	})
 	misses := 0
 	for range 200000 {
 		if _, _, floorOK, _, ceilOK := sc.proofBoundsNow(time.Now); !floorOK || !ceilOK {
@@ -133,8 +122,7 @@ func TestServerClock_ProofBoundsNeverMissAnswersReadMeanwhile(t *testing.T) {
 			misses++
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	if misses > 0 {
 		t.Fatalf("%d of 400000 proof bounds found no reading while answers kept coming", misses)
 	}
@@ -148,8 +136,7 @@ func TestServerClock_ProofBoundsNeverMissAnswersReadMeanwhile(t *testing.T) {
 func TestServerClock_ProofCeilingAfterTheClientClockSteppedBackIsNone(t *testing.T) {
 	var sc serverClock
 	read := time.Now()
-	h := http.Header{"Date": {read.UTC().Format(http.TimeFormat)}}
-	sc.observeAnswer(h, read, func() time.Time { return read }, 2*time.Second, true)
+	sc.observeAnswer(dated(read), read, func() time.Time { return read }, raceTol, true)
 	back := read.Add(-time.Hour)
 	if c, ok := sc.proofCeilingFrom(back, func() time.Time { return back }); ok {
 		t.Fatalf("ceiling %s from a reading an hour after now: want none", c)

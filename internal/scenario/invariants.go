@@ -196,6 +196,13 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 			lastSent[r.Key] = r.At
 		}
 	}
+	// contradicts reports whether effect e contradicts report r: made
+	// before the call returned, or by no request sent after it (an effect
+	// made later by a request sent after the call returned is a new
+	// decision of the caller's).
+	contradicts := func(r Report, e pagpolartest.Effect) bool {
+		return !e.CreatedAt.After(r.At) || !lastSent[tr.Keys[r.OpID]].After(r.At)
+	}
 	// A success reported refused (declined, failed) tells the caller that
 	// nothing was charged and a new operation may try: false while an
 	// effect of the operation took effect, unless a request sent after
@@ -205,13 +212,12 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 			return
 		}
 		for _, e := range successful(r.OpID) {
-			if !e.CreatedAt.After(r.At) || !lastSent[tr.Keys[r.OpID]].After(r.At) {
+			if contradicts(r, e) {
 				add(r.OpID, "step %d said succeeded refused (decision %q) while its effect %s %s (%s) took effect", r.Step, r.Decision, e.Kind, e.ID, e.Status)
 			}
 		}
 	}
 	for _, r := range reports { // 3, 4
-		key := tr.Keys[r.OpID]
 		switch r.Outcome {
 		case Succeeded:
 			if r.EffectID == "" {
@@ -240,10 +246,7 @@ func Check(tr Truth, reports []Report, final map[string]keystore.Record) []Viola
 			refusedWhileCharged(r)
 		case Failed, NotExecuted:
 			for _, e := range successful(r.OpID) {
-				// An effect made later by a request sent after the call
-				// returned is a new decision of the caller's, not a
-				// contradiction.
-				if !e.CreatedAt.After(r.At) || !lastSent[key].After(r.At) {
+				if contradicts(r, e) {
 					add(r.OpID, "step %d said %s (%v) while its effect %s %s (%s) exists or was on its way", r.Step, r.Outcome, r.Err, e.Kind, e.ID, e.Status)
 				}
 			}

@@ -255,16 +255,16 @@ func (r *runner) batch(first int, steps []Step) {
 	r.mu.Lock()
 	off, maxOff := r.apiOff, r.apiMaxOff
 	r.mu.Unlock()
-	stepsBack := false
+	behind := maxOff-off > exclusionMargin
 	for _, st := range steps {
 		if st.Do == DoAPIStep {
 			off += st.Advance
 			maxOff = max(maxOff, off)
-			stepsBack = stepsBack || maxOff-off > exclusionMargin
+			behind = behind || maxOff-off > exclusionMargin
 		}
 	}
 	for _, st := range steps {
-		if r.inject(st, stepsBack) {
+		if r.inject(st, behind) {
 			_, _, ref, _ := r.routes(st)
 			exposedRefs[ref] = true
 		}
@@ -313,8 +313,9 @@ func (r *runner) routes(st Step) (money, read, ref string, ans Answers) {
 }
 
 // inject arms a step's faults and reports whether one of them is a
-// documented exposure.
-func (r *runner) inject(st Step, stepsBack bool) (exposed bool) {
+// documented exposure. behind: the API's clock is, or during the step may
+// get, behind what it showed by more than the exclusion margin.
+func (r *runner) inject(st Step, behind bool) (exposed bool) {
 	if !st.Do.isCall() {
 		return false
 	}
@@ -361,9 +362,6 @@ func (r *runner) inject(st Step, stepsBack bool) (exposed bool) {
 		r.exposed[op] = true
 		r.mu.Unlock()
 	}
-	r.mu.Lock()
-	behind := r.apiMaxOff-r.apiOff > exclusionMargin || stepsBack
-	r.mu.Unlock()
 	if behind && st.Do.chargesByReference() && st.GiveUp && len(st.Faults) > 0 && !st.Faults[0].Read &&
 		(st.Faults[0].Action == pagpolartest.FaultCommitThenDrop || st.Faults[0].Action == pagpolartest.FaultCommitDropRelease) {
 		// Open (README's limits): the API's clock stepped back by more
